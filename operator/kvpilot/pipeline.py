@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,13 +44,15 @@ def validation_issues(exc: ValidationError, prefix: str) -> list[FieldIssue]:
         for part in err["loc"]:
             if isinstance(part, int):
                 path += f"[{part}]"
-            elif part not in ("function-after[_check_cel_rules()]",) and not str(part).startswith(
-                ("function-", "literal[", "int", "str")
-            ):
+            elif _FIELD_NAME.match(part) and part not in _UNION_TAGS:
                 path += f".{part}"
-        message = err["msg"].removeprefix("Value error, ")
-        issues.append(FieldIssue(path, message))
+            # other parts name union members or validators ("constrained-int", "literal['auto']")
+        issues.append(FieldIssue(path.lstrip("."), err["msg"].removeprefix("Value error, ")))
     return issues
+
+
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNION_TAGS = {"int", "str", "float", "bool", "dict", "list"}
 
 
 def parse_llmdeployment(obj: dict[str, Any]) -> LLMDeployment:
@@ -71,9 +74,7 @@ def parse_spec(spec: dict[str, Any]) -> LLMDeploymentSpec:
         raise SpecError(validation_issues(exc, "spec")) from None
 
 
-def render_all(
-    spec: LLMDeploymentSpec, ctx: RenderContext, model: ResolvedModel | None = None
-) -> Rendered:
+def render_all(spec: LLMDeploymentSpec, ctx: RenderContext, model: ResolvedModel | None = None) -> Rendered:
     """Plan and render one LLMDeployment.  Raises SpecError (with field paths) for anything invalid."""
     if model is None:
         model = resolve_model(spec.model.id, spec.model.architecture, spec.model.architecture_from)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from kvpilot.api.base import ApiModel
 from kvpilot.api.rules import CelRule, cel_field
@@ -206,15 +206,15 @@ class EngineSpec(ApiModel):
             rule="!has(self.chunkedPrefill) || self.chunkedPrefill || !has(self.maxNumBatchedTokens) || "
             "!has(self.maxModelLen) || self.maxNumBatchedTokens >= self.maxModelLen",
             message="without chunked prefill, maxNumBatchedTokens must be at least maxModelLen",
-            check=lambda e: e.chunked_prefill is not False
-            or e.max_num_batched_tokens is None
-            or e.max_model_len is None
-            or e.max_num_batched_tokens >= e.max_model_len,
+            check=lambda e: (
+                e.chunked_prefill is not False
+                or e.max_num_batched_tokens is None
+                or e.max_model_len is None
+                or e.max_num_batched_tokens >= e.max_model_len
+            ),
         ),
         CelRule(
-            rule="!has(self.env) || self.env.all(e, !(e.name in ["
-            + ", ".join(f"'{n}'" for n in RESERVED_ENV)
-            + "]))",
+            rule="!has(self.env) || self.env.all(e, !(e.name in [" + ", ".join(f"'{n}'" for n in RESERVED_ENV) + "]))",
             message="env may not set variables kvpilot manages: " + ", ".join(RESERVED_ENV),
             check=lambda e: all(v.name not in RESERVED_ENV for v in e.env),
             field_path=".env",
@@ -244,7 +244,7 @@ class ModelCacheSpec(ApiModel):
 
 
 GpuCount = Annotated[
-    int | Literal["auto"],
+    Annotated[int, Field(ge=1, le=64)] | Literal["auto"],
     Field(
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
@@ -263,7 +263,7 @@ class ResourcesSpec(ApiModel):
     """GPUs and scheduling."""
 
     gpu_type: str = Field(
-        json_schema_extra=lambda schema: schema.update(enum=gpu_names()),
+        json_schema_extra=lambda schema: schema.update(enum=list[JsonValue](gpu_names())),
         description="GPU type from the catalog (`kvpilot catalog gpus`), e.g. H100-80GB-SXM, A100-80GB, L4.",
     )
     gpu_count: GpuCount = Field(
@@ -287,7 +287,9 @@ class ResourcesSpec(ApiModel):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="A Kubernetes affinity; its nodeAffinity terms are combined with the GPU product rule.",
     )
-    shm_size: Quantity | None = Field(None, description="/dev/shm size. Default: 1Gi, or 2Gi per GPU with tensor parallel.")
+    shm_size: Quantity | None = Field(
+        None, description="/dev/shm size. Default: 1Gi, or 2Gi per GPU with tensor parallel."
+    )
     cpu: Quantity | None = Field(None, description="CPU request per replica. Default: 4 per GPU.")
     memory: Quantity | None = Field(None, description="Memory request per replica. Default: from the checkpoint size.")
     model_cache: ModelCacheSpec = Field(default_factory=ModelCacheSpec, description="Model weights cache.")
@@ -470,8 +472,8 @@ class LLMDeploymentStatus(ApiModel):
 class LLMDeployment(ApiModel):
     """A model served by a fleet of vLLM replicas, sized, rendered, reconciled and autoscaled by kvpilot."""
 
-    api_version: Literal["kvpilot.io/v1alpha1"] = Field(API_VERSION, description="kvpilot.io/v1alpha1.")
-    kind: Literal["LLMDeployment"] = Field(KIND, description="LLMDeployment.")
+    api_version: Literal["kvpilot.io/v1alpha1"] = Field("kvpilot.io/v1alpha1", description="kvpilot.io/v1alpha1.")
+    kind: Literal["LLMDeployment"] = Field("LLMDeployment", description="LLMDeployment.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: LLMDeploymentSpec = Field(description="Desired state.")
     status: LLMDeploymentStatus | None = Field(None, description="Observed state.")

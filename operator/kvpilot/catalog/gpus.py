@@ -73,6 +73,4 @@ def get_gpu(name: str) -> GPU:
     for gpu in gpu_catalog().values():
         if _normalise(gpu.name) == wanted or wanted in (_normalise(v) for v in gpu.node_label_values):
             return gpu
-    raise CatalogError(
-        f"unknown GPU type {name!r}; known: {', '.join(gpu_names())}", path="spec.resources.gpuType"
-    )
+    raise CatalogError(f"unknown GPU type {name!r}; known: {', '.join(gpu_names())}", path="spec.resources.gpuType")

@@ -144,9 +144,7 @@ def spec_hash(obj: Obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
-def build_deployment(
-    spec: LLMDeploymentSpec, plan: SizingPlan, args: list[str], gpu: GPU, ctx: RenderContext
-) -> Obj:
+def build_deployment(spec: LLMDeploymentSpec, plan: SizingPlan, args: list[str], gpu: GPU, ctx: RenderContext) -> Obj:
     res = spec.resources
     gpus = plan.gpus_per_replica
     resource_name = res.resource_name or gpu.resource_name

@@ -180,7 +180,10 @@ def render_vllm_args(spec: LLMDeploymentSpec, plan: SizingPlan, settings: Engine
         args.append("--trust-remote-code")
     spec_dec = spec.engine.speculative
     if spec_dec is not None:
-        config: dict[str, object] = {"method": spec_dec.method, "num_speculative_tokens": spec_dec.num_speculative_tokens}
+        config: dict[str, object] = {
+            "method": spec_dec.method,
+            "num_speculative_tokens": spec_dec.num_speculative_tokens,
+        }
         if spec_dec.model:
             config["model"] = spec_dec.model
         if spec_dec.prompt_lookup_max:

@@ -116,6 +116,10 @@ def quantized_bits_per_weight(quantization: str, gguf_type: str = "Q4_K_M", dtyp
 def weight_bytes(params: ParameterCount, settings: EngineSettings, gguf_type: str = "Q4_K_M") -> int:
     """Bytes of all weights of one replica: quantized linear layers plus what stays in the model dtype."""
     bits = quantized_bits_per_weight(settings.quantization, gguf_type, settings.dtype_bytes)
+    if settings.quantization == "gguf":
+        # GGUF files quantize the embedding and output matrices too; only norms stay in full precision.
+        quantized = params.total - params.norms_and_biases
+        return math.ceil(quantized * bits / 8) + params.norms_and_biases * settings.dtype_bytes
     return math.ceil(params.quantizable * bits / 8) + params.kept_in_dtype * settings.dtype_bytes
 
 
@@ -231,7 +235,11 @@ class MemoryEstimate:
     @property
     def kv_cache_bytes(self) -> int:
         return (
-            self.budget_bytes - self.weights_bytes - self.non_torch_bytes - self.activation_bytes - self.cuda_graph_bytes
+            self.budget_bytes
+            - self.weights_bytes
+            - self.non_torch_bytes
+            - self.activation_bytes
+            - self.cuda_graph_bytes
         )
 
     @property

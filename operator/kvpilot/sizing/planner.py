@@ -7,7 +7,6 @@ the numbers it would give.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -180,7 +179,9 @@ def _explain(
     est = chosen.estimate
     params = count_parameters(arch)
     kind = "MLA" if arch.attention == "mla" else ("GQA" if arch.kv_heads < arch.num_attention_heads else "MHA")
-    moe = f", MoE {arch.num_experts} experts (top {arch.num_experts_per_tok}, all held in memory)" if arch.is_moe else ""
+    moe = (
+        f", MoE {arch.num_experts} experts (top {arch.num_experts_per_tok}, all held in memory)" if arch.is_moe else ""
+    )
     window = (
         f", {arch.windowed_layers} of {arch.num_hidden_layers} layers windowed at {arch.sliding_window} tokens"
         if arch.windowed_layers
@@ -324,9 +325,7 @@ def _fixes(
         fit_tokens = best.estimate.kv_cache_bytes // per_token // settings.concurrent_sequences
         shorter = (fit_tokens // 1024) * 1024
         if 1024 <= shorter < settings.max_model_len:
-            plan = _try(
-                _with(auto, engine__max_model_len=shorter, sizing__tokens_per_sequence=None), model
-            )
+            plan = _try(_with(auto, engine__max_model_len=shorter, sizing__tokens_per_sequence=None), model)
             if plan:
                 fixes.append(Fix(f"shorter context: engine.maxModelLen {shorter}", _summary(plan)))
 

@@ -148,8 +148,7 @@ def resolve_settings(spec: LLMDeploymentSpec, model: ResolvedModel, gpu: GPU) ->
         max_model_len = min(preset.max_model_len, limit)
         if max_model_len < preset.max_model_len:
             notes.append(
-                f"max context capped at the model's {limit} tokens (profile {spec.profile} asks "
-                f"{preset.max_model_len})"
+                f"max context capped at the model's {limit} tokens (profile {spec.profile} asks {preset.max_model_len})"
             )
 
     chunked = engine.chunked_prefill if engine.chunked_prefill is not None else preset.chunked_prefill
@@ -176,14 +175,15 @@ def resolve_settings(spec: LLMDeploymentSpec, model: ResolvedModel, gpu: GPU) ->
         batched = max_num_seqs
         notes.append(f"step budget raised to maxNumSeqs ({max_num_seqs} tokens), as vLLM requires")
 
-    model_dtype = "float16" if arch.torch_dtype == "float16" else "bfloat16"
-    if arch.torch_dtype == "float32":
-        model_dtype = "float16"  # vLLM's auto serves fp32 checkpoints in fp16
+    # vLLM's auto serves fp16 and fp32 checkpoints in fp16, everything else in bf16.
+    model_dtype: ModelDtype = "float16" if arch.torch_dtype in ("float16", "float32") else "bfloat16"
     dtype: ModelDtype = model_dtype if spec.model.dtype == "auto" else spec.model.dtype
     if dtype == "bfloat16" and not gpu.bf16:
         if spec.model.dtype == "bfloat16":
             issues.append(
-                FieldIssue("spec.model.dtype", f"{gpu.name} (compute capability {gpu.compute_capability}) has no bfloat16")
+                FieldIssue(
+                    "spec.model.dtype", f"{gpu.name} (compute capability {gpu.compute_capability}) has no bfloat16"
+                )
             )
         else:
             notes.append(f"{gpu.name} has no bfloat16: serving in float16")
@@ -199,9 +199,7 @@ def resolve_settings(spec: LLMDeploymentSpec, model: ResolvedModel, gpu: GPU) ->
     tokens = sizing.tokens_per_sequence or max_model_len
     if tokens > max_model_len:
         issues.append(
-            FieldIssue(
-                "spec.sizing.tokensPerSequence", f"{tokens} exceeds the max context ({max_model_len} tokens)"
-            )
+            FieldIssue("spec.sizing.tokensPerSequence", f"{tokens} exceeds the max context ({max_model_len} tokens)")
         )
     if issues:
         raise SpecError(issues)

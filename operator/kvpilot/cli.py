@@ -1,0 +1,230 @@
+"""The kvpilot command line: plan, render, crd, catalog and (with the operator) run.
+
+Every failure a user can cause ends in one line per problem, naming the field, and a non-zero exit:
+2 for an invalid spec, 3 when the model does not fit, 1 for anything else.  Never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from kvpilot.api.crd import crd_yaml
+from kvpilot.catalog.gpus import gpu_catalog
+from kvpilot.catalog.models import ResolvedModel, load_local_config, model_catalog
+from kvpilot.errors import DoesNotFitError, KvpilotError, SpecError
+from kvpilot.pipeline import parse_llmdeployment, render_all
+from kvpilot.render.objects import RenderContext
+from kvpilot.sizing.estimator import count_parameters, kv_layout
+
+EXIT_SPEC = 2
+EXIT_DOES_NOT_FIT = 3
+
+
+def _documents(path: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    if path is None:
+        text = resources.files("kvpilot").joinpath("data/examples/default.yaml").read_text()
+        source = "embedded default (kvpilot/data/examples/default.yaml)"
+    elif path == "-":
+        text, source = sys.stdin.read(), "stdin"
+    else:
+        try:
+            text, source = Path(path).read_text(), path
+        except OSError as exc:
+            raise SpecError(f"cannot read {path}: {exc.strerror}", path="") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"{source} is not valid YAML{where}: {getattr(exc, 'problem', exc)}", path="") from None
+    if not docs:
+        raise SpecError(f"{source} holds no document", path="")
+    for i, doc in enumerate(docs):
+        yield (source if len(docs) == 1 else f"{source}#{i + 1}"), doc
+
+
+def _override_model(args: argparse.Namespace, model_id: str, revision: str | None) -> ResolvedModel | None:
+    if args.config:
+        return load_local_config(args.config)
+    if args.hub:
+        from kvpilot.catalog.hub import fetch_hub_config
+
+        return fetch_hub_config(model_id, revision, token=os.environ.get("HF_TOKEN"))
+    return None
+
+
+def _each(args: argparse.Namespace, out: TextIO, emit: Callable[..., None]) -> None:
+    for source, doc in _documents(args.file):
+        obj = parse_llmdeployment(doc)
+        meta = obj.metadata or {}
+        ctx = RenderContext(
+            name=str(meta.get("name", "llmdeployment")),
+            namespace=args.namespace or str(meta.get("namespace", "default")),
+            replicas=obj.spec.replicas if not obj.spec.autoscaling.enabled else obj.spec.autoscaling.min_replicas,
+        )
+        model = _override_model(args, obj.spec.model.id, obj.spec.model.revision)
+        emit(source, ctx, render_all(obj.spec, ctx, model), out)
+
+
+def _plan_table(source: str, ctx: RenderContext, rendered: Any, out: TextIO) -> None:
+    p = rendered.plan
+    gib = 1024**3
+    overhead = p.non_torch_bytes_per_gpu + p.activation_bytes_per_gpu + p.cuda_graph_bytes_per_gpu
+    rows = [
+        ("LLMDeployment", f"{ctx.namespace}/{ctx.name}  ({source})"),
+        ("model", f"{p.model}  [{p.model_source}]"),
+        ("vLLM", f"{p.vllm_version}, profile {p.profile}"),
+        (
+            "weights",
+            f"{p.quantization if p.quantization != 'none' else p.dtype}, {p.weights_bytes_total / gib:.2f} GiB",
+        ),
+        ("GPUs per replica", f"{p.gpus_per_replica} × {p.gpu_type} (tensor-parallel {p.tensor_parallel_size})"),
+        (
+            "per GPU",
+            f"budget {p.budget_bytes_per_gpu / gib:.2f} GiB = weights {p.weights_bytes_per_gpu / gib:.2f} "
+            f"+ overhead {overhead / gib:.2f}"
+            f" + KV cache {p.kv_cache_bytes_per_gpu / gib:.2f} GiB",
+        ),
+        ("KV per token", f"{p.kv_bytes_per_token / 1024:g} KiB ({p.kv_cache_dtype})"),
+        ("KV cache", f"{p.kv_cache_tokens:,} tokens ({p.kv_cache_blocks:,} blocks of {p.block_size})"),
+        (
+            "max context",
+            f"{p.max_model_len} tokens; batch {p.max_num_seqs} seqs, step {p.max_num_batched_tokens} tokens",
+        ),
+        (
+            "concurrency",
+            f"{p.max_concurrency:.1f} × {p.demand_tokens_per_sequence}-token sequences "
+            f"(asked {p.demand_sequences}, headroom {p.headroom_percent:+.0f} %)",
+        ),
+        ("cold start", f"~{p.estimated_startup_seconds} s estimated"),
+        ("endpoint", rendered.endpoint),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        out.write(f"{key:<{width}}  {value}\n")
+    out.write("\nhow:\n")
+    for line in p.explanation:
+        out.write(f"  - {line}\n")
+    out.write("\nvllm serve " + " ".join(_shell_quote(a) for a in rendered.vllm_args) + "\n\n")
+
+
+def _shell_quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> None:
+    if args.output == "table":
+        _each(args, out, _plan_table)
+        return
+    plans: list[dict[str, Any]] = []
+    _each(args, out, lambda s, c, r, o: plans.append({"source": s, "name": c.name, **r.plan.model_dump()}))
+    payload: Any = plans[0] if len(plans) == 1 else plans
+    if args.output == "json":
+        out.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        out.write(yaml.safe_dump(payload, sort_keys=False))
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO) -> None:
+    def emit(source: str, ctx: RenderContext, rendered: Any, out: TextIO) -> None:
+        for obj in rendered.objects:
+            out.write(f"---\n# Source: {source}\n")
+            out.write(yaml.safe_dump(obj, sort_keys=False))
+
+    _each(args, out, emit)
+
+
+def cmd_crd(args: argparse.Namespace, out: TextIO) -> None:
+    out.write(crd_yaml())
+
+
+def cmd_catalog(args: argparse.Namespace, out: TextIO) -> None:
+    if args.what == "gpus":
+        out.write(
+            f"{'GPU':<16}{'vendor':<8}{'memory GiB':>11}{'TB/s':>7}{'bf16 TF':>9}{'fp8 TF':>8}  {'CC':<7}node labels\n"
+        )
+        for g in gpu_catalog().values():
+            out.write(
+                f"{g.name:<16}{g.vendor:<8}{g.memory_gib:>11.2f}{g.bandwidth_tbs:>7.2f}{g.bf16_tflops:>9.0f}"
+                f"{g.fp8_tflops:>8.0f}  {g.compute_capability:<7}{', '.join(g.node_label_values)}\n"
+            )
+        return
+    out.write(f"{'model':<44}{'params':>9}{'layers':>7}{'attn':>5}{'KV/token':>10}{'context':>9}\n")
+    for m in model_catalog().values():
+        arch = m.architecture
+        kv = kv_layout(arch, 2, 1).bytes_per_token / 1024
+        kind = "MLA" if arch.attention == "mla" else "GQA"
+        params = count_parameters(arch).total / 1e9
+        out.write(
+            f"{m.id:<44}{params:>8.2f}B{arch.num_hidden_layers:>7}{kind:>5}{kv:>7.1f}KiB{arch.max_position_embeddings:>9}\n"
+        )
+        for alias, quant in m.aliases.items():
+            out.write(f"  {alias} ({quant})\n")
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> None:
+    args.file, args.output, args.namespace, args.config, args.hub = None, "table", None, None, False
+    _each(args, out, _plan_table)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kvpilot", description="Size, render and run vLLM fleets on Kubernetes.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_input(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-f", "--file", help="LLMDeployment YAML (- for stdin); default: the embedded example")
+        p.add_argument("-n", "--namespace", help="namespace to render into (default: the object's, or default)")
+        p.add_argument("--config", help="size from this local config.json (file or model directory)")
+        p.add_argument("--hub", action="store_true", help="fetch config.json from the Hugging Face hub (HF_TOKEN)")
+
+    plan = sub.add_parser("plan", help="print the sizing plan and how it was reached")
+    with_input(plan)
+    plan.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    plan.set_defaults(func=cmd_plan)
+    render = sub.add_parser("render", help="print every Kubernetes object as YAML, like helm template")
+    with_input(render)
+    render.set_defaults(func=cmd_render)
+    sub.add_parser("crd", help="print the generated CustomResourceDefinition").set_defaults(func=cmd_crd)
+    catalog = sub.add_parser("catalog", help="list the GPUs or models kvpilot knows")
+    catalog.add_argument("what", choices=["gpus", "models"])
+    catalog.set_defaults(func=cmd_catalog)
+    sub.add_parser("demo", help="plan the embedded example (no cluster, no GPU)").set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args, out)
+    except DoesNotFitError as exc:
+        err.write(f"error: {exc.issues[0]}\n")
+        for i, fix in enumerate(exc.fixes, 1):
+            err.write(f"  fix {i}: {fix.title} → {fix.detail}\n")
+        return EXIT_DOES_NOT_FIT
+    except SpecError as exc:
+        for issue in exc.issues:
+            err.write(f"error: {issue}\n")
+        return EXIT_SPEC
+    except KvpilotError as exc:
+        err.write(f"error: {exc}\n")
+        return 1
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
