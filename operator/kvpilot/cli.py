@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from kvpilot.api.crd import crd_yaml
+from kvpilot.api.crd import all_crds_yaml, crd_files
 from kvpilot.catalog.gpus import gpu_catalog
 from kvpilot.catalog.models import ResolvedModel, load_local_config, model_catalog
 from kvpilot.errors import DoesNotFitError, KvpilotError, SpecError
@@ -146,7 +146,40 @@ def cmd_render(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_crd(args: argparse.Namespace, out: TextIO) -> None:
-    out.write(crd_yaml())
+    if args.write:
+        for name, text in crd_files().items():
+            Path(args.write, name).write_text(text)
+        return
+    out.write(all_crds_yaml())
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO) -> None:
+    import random
+
+    import kopf
+
+    from kvpilot.config import CONFIG
+
+    if args.namespace:
+        CONFIG.namespaces = list(args.namespace)
+    CONFIG.log_format = args.log_format or CONFIG.log_format
+    CONFIG.standalone = args.standalone or CONFIG.standalone
+    CONFIG.verbose = args.verbose or CONFIG.verbose
+    if args.resync_seconds:
+        CONFIG.resync_seconds = args.resync_seconds
+    log_format = kopf.LogFormat.JSON if CONFIG.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(verbose=CONFIG.verbose, log_format=log_format)
+    import kvpilot.main  # noqa: F401  (registers the handlers; reads CONFIG at import)
+
+    kopf.run(
+        clusterwide=CONFIG.clusterwide,
+        namespaces=CONFIG.namespaces,
+        standalone=CONFIG.standalone,
+        peering_name=CONFIG.peering_name,
+        # Distinct random priorities: the highest live replica acts, the others pause.
+        priority=random.SystemRandom().randint(1, 2**31 - 1),
+        liveness_endpoint=f"http://{CONFIG.health_address}/healthz",
+    )
 
 
 def cmd_catalog(args: argparse.Namespace, out: TextIO) -> None:
@@ -195,7 +228,16 @@ def build_parser() -> argparse.ArgumentParser:
     render = sub.add_parser("render", help="print every Kubernetes object as YAML, like helm template")
     with_input(render)
     render.set_defaults(func=cmd_render)
-    sub.add_parser("crd", help="print the generated CustomResourceDefinition").set_defaults(func=cmd_crd)
+    crd_cmd = sub.add_parser("crd", help="print the generated CustomResourceDefinitions")
+    crd_cmd.add_argument("--write", metavar="DIR", help="write each CRD file into DIR instead (e.g. crds/)")
+    crd_cmd.set_defaults(func=cmd_crd)
+    run = sub.add_parser("run", help="run the operator (kopf) against the current kubeconfig or in-cluster")
+    run.add_argument("-n", "--namespace", action="append", help="watch this namespace (repeat); default: all")
+    run.add_argument("--log-format", choices=["text", "json"], help="log format (KVPILOT_LOG_FORMAT)")
+    run.add_argument("--standalone", action="store_true", help="skip peering (only for a single replica)")
+    run.add_argument("--resync-seconds", type=float, help="drift-repair interval (KVPILOT_RESYNC_SECONDS)")
+    run.add_argument("-v", "--verbose", action="store_true")
+    run.set_defaults(func=cmd_run)
     catalog = sub.add_parser("catalog", help="list the GPUs or models kvpilot knows")
     catalog.add_argument("what", choices=["gpus", "models"])
     catalog.set_defaults(func=cmd_catalog)

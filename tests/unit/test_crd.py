@@ -6,14 +6,19 @@ from typing import Any
 
 import yaml
 
-from kvpilot.api.crd import crd, crd_yaml
+from kvpilot.api.crd import all_crds_yaml, crd, crd_files, crd_yaml
 from tests.conftest import ROOT
 
 CRD_FILE = ROOT / "crds" / "kvpilot.io_llmdeployments.yaml"
 
 
-def test_committed_crd_matches_the_models() -> None:
-    assert CRD_FILE.read_text() == crd_yaml(), "crds/ is stale: run `kvpilot crd > crds/kvpilot.io_llmdeployments.yaml`"
+def test_committed_crds_match_the_models() -> None:
+    committed = {p.name: p.read_text() for p in (ROOT / "crds").glob("*.yaml")}
+    assert committed == crd_files(), "crds/ is stale: run `kvpilot crd --write crds`"
+    assert CRD_FILE.read_text() == crd_yaml()
+    # `kvpilot crd` prints exactly what `cat crds/*.yaml` gives
+    assert all_crds_yaml() == "".join(committed[name] for name in sorted(committed))
+    assert len([d for d in yaml.safe_load_all(all_crds_yaml()) if d]) == 3
 
 
 def test_chart_copy_matches_when_present() -> None:

@@ -1,0 +1,28 @@
+"""Operator settings from flags and environment (flags win), shared by `kvpilot run` and kvpilot.main."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _env_list(name: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, "").split(",") if v.strip()]
+
+
+@dataclass
+class OperatorConfig:
+    namespaces: list[str] = field(default_factory=lambda: _env_list("KVPILOT_NAMESPACES"))
+    log_format: str = os.environ.get("KVPILOT_LOG_FORMAT", "text")
+    health_address: str = os.environ.get("KVPILOT_HEALTH_ADDRESS", "0.0.0.0:8080")
+    resync_seconds: float = float(os.environ.get("KVPILOT_RESYNC_SECONDS", "60"))
+    standalone: bool = os.environ.get("KVPILOT_STANDALONE", "") == "1"
+    peering_name: str = os.environ.get("KVPILOT_PEERING_NAME", "kvpilot")
+    verbose: bool = os.environ.get("KVPILOT_VERBOSE", "") == "1"
+
+    @property
+    def clusterwide(self) -> bool:
+        return not self.namespaces
+
+
+CONFIG = OperatorConfig()
