@@ -245,3 +245,15 @@ def test_dns_label_names() -> None:
     assert dns_label("3b") == "m-3b"
     long = dns_label("x" * 200)
     assert len(long) <= 63 and long != dns_label("x" * 199)
+
+
+def test_non_root_when_asked() -> None:
+    deploy = render_all(spec(engine={"runAsUser": 1000}), RenderContext("a", "ns", 1)).objects[0]
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 1000
+    container = pod["containers"][0]
+    assert {"name": "HOME", "value": "/home/vllm"} in container["env"]
+    assert {"name": "home", "mountPath": "/home/vllm"} in container["volumeMounts"]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    default = render_all(spec(), RenderContext("a", "ns", 1)).objects[0]["spec"]["template"]["spec"]
+    assert "runAsNonRoot" not in default["securityContext"]

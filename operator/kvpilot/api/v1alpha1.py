@@ -40,6 +40,7 @@ RESERVED_ENV = (
     "CUDA_VISIBLE_DEVICES",
     "VLLM_PORT",
     "VLLM_HOST_IP",
+    "HOME",
 )
 
 Profile = Literal["latency", "balanced", "throughput"]
@@ -191,6 +192,13 @@ class EngineSpec(ApiModel):
         None, description="Secret holding the API key clients must present (set as VLLM_API_KEY)."
     )
     port: int = Field(8000, ge=1024, le=65535, description="Port of the OpenAI-compatible server. Default: 8000.")
+    run_as_user: int | None = Field(
+        None,
+        ge=1,
+        le=2147483647,
+        description="Run vLLM as this non-root UID (for images that allow it; the official image runs as root). "
+        "kvpilot then sets runAsNonRoot and points HOME at a writable volume.",
+    )
     extra_args: list[Annotated[str, Field(max_length=1024, pattern=EXTRA_ARG_PATTERN)]] = Field(
         default_factory=list,
         max_length=64,

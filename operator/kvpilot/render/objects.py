@@ -19,6 +19,7 @@ from kvpilot.sizing.planner import SizingPlan
 Obj = dict[str, Any]
 
 MODEL_CACHE_PATH = "/models-cache"
+HOME_PATH = "/home/vllm"  # torch.compile, Triton and vLLM keep caches under $HOME
 SPEC_HASH_ANNOTATION = "kvpilot.io/spec-hash"
 OWNER_LABEL = "kvpilot.io/llmdeployment"
 MIN_STARTUP_BUDGET_SECONDS = 600
@@ -108,6 +109,8 @@ def _env(spec: LLMDeploymentSpec) -> list[Obj]:
         env.append(_secret_env("HF_TOKEN", spec.model.token_secret_ref))
     if spec.engine.api_key_secret_ref:
         env.append(_secret_env("VLLM_API_KEY", spec.engine.api_key_secret_ref))
+    if spec.engine.run_as_user is not None:
+        env.append({"name": "HOME", "value": HOME_PATH})
     for var in spec.engine.env:
         env.append(var.wire())
     return env
@@ -179,19 +182,23 @@ def build_deployment(spec: LLMDeploymentSpec, plan: SizingPlan, args: list[str],
         "livenessProbe": _probe("http", 15, 4, 10),
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
+    pod_security: Obj = {"seccompProfile": {"type": "RuntimeDefault"}}
+    volumes: list[Obj] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}}, cache_volume]
+    uid = spec.engine.run_as_user
+    if uid is not None:
+        pod_security.update(runAsNonRoot=True, runAsUser=uid, runAsGroup=uid, fsGroup=uid)
+        volumes.append({"name": "home", "emptyDir": {}})
+        container["volumeMounts"].append({"name": "home", "mountPath": HOME_PATH})
     pod_spec: Obj = {
         "affinity": _affinity(spec, gpu),
         "tolerations": [
             {"key": resource_name, "operator": "Exists", "effect": "NoSchedule"},
             *(t.wire() for t in res.tolerations),
         ],
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security,
         "terminationGracePeriodSeconds": 120,
         "containers": [container],
-        "volumes": [
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
-            cache_volume,
-        ],
+        "volumes": volumes,
     }
     if res.node_selector:
         pod_spec["nodeSelector"] = dict(res.node_selector)
