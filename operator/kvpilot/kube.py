@@ -136,3 +136,22 @@ class Kube:
         except Exception as exc:
             raise _translate(exc, f"status of {namespace}/{name}") from exc
         return result
+
+
+def ensure_peering(kube: Kube, name: str, namespaces: list[str]) -> None:
+    """Create the kopf peering object(s) replicas elect a leader through, if they do not exist yet.
+
+    kopf pauses a replica until it sees its peering object; creating it here means an install needs
+    no extra manifest, and two replicas racing to create it is harmless (409 is success).
+    """
+    targets = [("ClusterKopfPeering", None)] if not namespaces else [("KopfPeering", ns) for ns in namespaces]
+    for kind, namespace in targets:
+        resource = kube._resource("kopf.dev/v1", kind)
+        body: Obj = {"apiVersion": "kopf.dev/v1", "kind": kind, "metadata": {"name": name}}
+        if namespace:
+            body["metadata"]["namespace"] = namespace
+        try:
+            resource.create(body=body, namespace=namespace)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise _translate(exc, f"create {kind} {name}") from exc

@@ -14,7 +14,7 @@ from kvpilot import handlers
 from kvpilot.api.v1alpha1 import GROUP, PLURAL, VERSION
 from kvpilot.config import CONFIG
 from kvpilot.errors import TransientError
-from kvpilot.kube import Kube
+from kvpilot.kube import Kube, ensure_peering
 
 MANAGED = {"app.kubernetes.io/managed-by": "kvpilot"}
 
@@ -33,6 +33,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.networking.request_timeout = 60
     settings.execution.max_workers = 8
     memo.kube = Kube()
+    if not CONFIG.standalone:
+        ensure_peering(memo.kube, CONFIG.peering_name, CONFIG.namespaces)
 
 
 def _reconcile(body: kopf.Body, memo: kopf.Memo) -> None:

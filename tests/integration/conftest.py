@@ -1,0 +1,80 @@
+"""Fixtures for tests against a real kube-apiserver + etcd (+ controller-manager, scheduler, kwok).
+
+One control plane per test session; the generated CRDs are installed from crds/ exactly as a user
+would, and the operator runs as a real `kvpilot run` process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from controlplane import BUILD_COMMAND, ControlPlane, binaries_available
+from operator_process import OperatorProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def eventually(check: Callable[[], T | None], timeout: float = 60, interval: float = 0.5, what: str = "") -> T:
+    """Poll until ``check`` returns something truthy; fail with the last value otherwise."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:  # a transient API error while polling is not the assertion
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or check.__name__}; last: {last!r}")
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    if not os.environ.get("KVPILOT_TEST_KUBECONFIG") and not binaries_available():
+        pytest.skip(f"control-plane binaries not built and KVPILOT_TEST_KUBECONFIG unset; run `{BUILD_COMMAND}`")
+    with ControlPlane() as plane:
+        plane.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"), check=True)
+        plane.kubectl(
+            "wait", "--for=condition=Established", "crd/llmdeployments.kvpilot.io", "--timeout=60s", check=True
+        )
+        for i, product in enumerate(["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L4"]):
+            plane.add_gpu_node(f"gpu-{i}", gpu_count=8, gpu_product=product)
+        for i in range(3):
+            plane.wait_node_ready(f"gpu-{i}")
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def operator(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("operator"))
+    proc.start()
+    yield proc
+    proc.stop()
+    if os.environ.get("KVPILOT_SHOW_OPERATOR_LOG") == "1":
+        print(proc.tail(200))
+
+
+@pytest.fixture
+def api(control_plane: ControlPlane) -> Iterator[Any]:
+    client = control_plane.api_client()
+    yield client
+    client.close()

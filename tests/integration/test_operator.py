@@ -1,0 +1,327 @@
+"""The operator end to end against a real API server: create, update, invalid input, drift, GC, restart."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+import yaml
+from controlplane import ControlPlane
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from operator_process import OperatorProcess
+
+from conftest import ROOT, eventually
+
+GROUP, VERSION, PLURAL = "kvpilot.io", "v1alpha1", "llmdeployments"
+
+
+def llmd(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
+        "resources": {"gpuType": "H100-80GB-SXM"},
+        "profile": "latency",
+    }
+    body.update(spec)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LLMDeployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": body,
+    }
+
+
+@pytest.fixture
+def ns(control_plane: ControlPlane) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    control_plane.kubectl("create", "namespace", name, check=True)
+    return name
+
+
+def apply(cp: ControlPlane, obj: dict[str, Any]) -> Any:
+    return cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
+
+
+def get_llmd(api: Any, ns: str, name: str) -> dict[str, Any]:
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)  # type: ignore[no-any-return]
+
+
+def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == ctype), None)
+
+
+def deployment(api: Any, ns: str, name: str) -> Any:
+    try:
+        return client.AppsV1Api(api).read_namespaced_deployment(name, ns)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def wait_ready(api: Any, ns: str, name: str, timeout: float = 90) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        obj = get_llmd(api, ns, name)
+        c = condition(obj, "Ready")
+        return obj if c and c["status"] == "True" else None
+
+    return eventually(ready, timeout, what=f"{ns}/{name} Ready")
+
+
+def test_create_gives_deployment_service_and_status(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str
+) -> None:
+    assert apply(control_plane, llmd("chat", ns, replicas=2)).returncode == 0
+    dep = eventually(lambda: deployment(api, ns, "chat"), 30, what="Deployment created")
+    container = dep.spec.template.spec.containers[0]
+    assert container.command == ["vllm", "serve"]
+    assert container.args[:3] == [
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--served-model-name",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    ]
+    assert "--max-num-seqs" in container.args and container.args[container.args.index("--max-num-seqs") + 1] == "8"
+    assert container.resources.limits == {"nvidia.com/gpu": "1"}
+    assert dep.metadata.owner_references[0].kind == "LLMDeployment"
+    svc = eventually(lambda: client.CoreV1Api(api).read_namespaced_service("chat", ns), 30, what="Service created")
+    assert svc.spec.ports[0].port == 8000
+
+    obj = wait_ready(api, ns, "chat")
+    st = obj["status"]
+    assert st["readyReplicas"] == 2 and st["desiredReplicas"] == 2
+    assert st["observedGeneration"] == obj["metadata"]["generation"]
+    assert st["plan"]["tensorParallelSize"] == 1 and st["plan"]["kvBytesPerToken"] == 131072
+    assert st["endpoint"] == f"http://chat.{ns}.svc:8000/v1"
+    assert condition(obj, "SpecValid")["reason"] == "Planned"  # type: ignore[index]
+    assert "kopf" not in st  # handler results do not leak into status
+    pods = client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=st["selector"]).items
+    assert len(pods) == 2 and all(p.spec.node_name.startswith("gpu-") for p in pods)
+    events = control_plane.kubectl("get", "events", "-n", ns, "-o", "json", check=True).stdout
+    assert '"Planned"' in events and '"Applied"' in events
+
+
+def test_update_rolls_the_deployment(control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str) -> None:
+    apply(control_plane, llmd("svc", ns))
+    first = wait_ready(api, ns, "svc")
+    apply(control_plane, llmd("svc", ns, profile="throughput"))
+
+    def rolled() -> Any:
+        obj = get_llmd(api, ns, "svc")
+        dep = deployment(api, ns, "svc")
+        args = dep.spec.template.spec.containers[0].args
+        return (
+            obj
+            if args[args.index("--max-num-seqs") + 1] == "64"
+            and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+            else None
+        )
+
+    obj = eventually(rolled, 60, what="rolled to the throughput profile")
+    assert obj["metadata"]["generation"] > first["metadata"]["generation"]
+    assert "64" in obj["status"]["vllmArgs"]
+    wait_ready(api, ns, "svc")
+
+
+ADMISSION_CASES = [
+    ({"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must not exceed maxReplicas"),
+    ({"resources": {"gpuType": "H900"}}, "spec.resources.gpuType"),
+    ({"resources": {"gpuType": "L4", "gpuCount": 0}}, "gpuCount is auto or a whole number"),
+    ({"resources": {"gpuType": "L4", "gpuCount": "lots"}}, "gpuCount is auto or a whole number"),
+    ({"model": {"id": "--help"}}, "spec.model.id"),
+    ({"model": {"id": "x/y", "quantization": "awq", "dtype": "bfloat16"}}, "awq and gptq kernels compute in float16"),
+    ({"engine": {"env": [{"name": "HF_TOKEN", "value": "x"}]}}, "env may not set variables kvpilot manages"),
+    ({"engine": {"maxNumSeqs": -4}}, "spec.engine.maxNumSeqs"),
+    ({"replicas": "three"}, "spec.replicas"),
+]
+
+
+@pytest.mark.parametrize(("spec", "needle"), ADMISSION_CASES)
+def test_invalid_specs_rejected_at_admission(
+    control_plane: ControlPlane, ns: str, spec: dict[str, Any], needle: str
+) -> None:
+    result = apply(control_plane, llmd("bad", ns, **spec))
+    assert result.returncode != 0
+    assert needle in result.stderr, result.stderr
+
+
+def test_planner_invalid_spec_is_reported_and_creates_nothing(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str
+) -> None:
+    obj = llmd("huge", ns, model={"id": "meta-llama/Llama-3.1-405B-Instruct"}, resources={"gpuType": "L4"})
+    assert apply(control_plane, obj).returncode == 0
+
+    def reported() -> dict[str, Any] | None:
+        o = get_llmd(api, ns, "huge")
+        c = condition(o, "SpecValid")
+        return o if c and c["status"] == "False" else None
+
+    got = eventually(reported, 30, what="SpecValid=False")
+    c = condition(got, "SpecValid")
+    assert c is not None and c["reason"] == "DoesNotFit"
+    assert "Fixes, in order" in c["message"] and "spec.resources" in c["message"]
+    assert deployment(api, ns, "huge") is None
+    # No retry storm: over several resync periods the object is not rewritten.
+    rv = get_llmd(api, ns, "huge")["metadata"]["resourceVersion"]
+    time.sleep(3 * operator.resync_seconds)
+    assert get_llmd(api, ns, "huge")["metadata"]["resourceVersion"] == rv
+    assert deployment(api, ns, "huge") is None
+    warnings = control_plane.kubectl(
+        "get", "events", "-n", ns, "--field-selector", "reason=DoesNotFit", "-o", "name", check=True
+    ).stdout.split()
+    assert len(warnings) == 1
+
+
+def test_invalid_update_leaves_the_running_deployment_alone(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str
+) -> None:
+    apply(control_plane, llmd("keep", ns))
+    wait_ready(api, ns, "keep")
+    before = deployment(api, ns, "keep").metadata.resource_version
+    apply(control_plane, llmd("keep", ns, engine={"extraArgs": ["--swap-space", "4"]}))
+
+    def invalid() -> Any:
+        c = condition(get_llmd(api, ns, "keep"), "SpecValid")
+        return c if c and c["status"] == "False" else None
+
+    c = eventually(invalid, 30, what="SpecValid=False")
+    assert "spec.engine.extraArgs[0]" in c["message"]
+    time.sleep(operator.resync_seconds)
+    assert deployment(api, ns, "keep").metadata.resource_version == before
+
+
+def test_drift_is_repaired(control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str) -> None:
+    apply(control_plane, llmd("drift", ns))
+    wait_ready(api, ns, "drift")
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+
+    apps.delete_namespaced_deployment("drift", ns)
+    eventually(
+        lambda: deployment(api, ns, "drift") is not None and deployment(api, ns, "drift").metadata.uid,
+        30,
+        what="Deployment restored",
+    )
+
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "vllm", "args": ["evil"]}]}}}}
+    apps.patch_namespaced_deployment("drift", ns, patch)
+    eventually(
+        lambda: (
+            deployment(api, ns, "drift").spec.template.spec.containers[0].args[0] == "meta-llama/Llama-3.1-8B-Instruct"
+        ),
+        30,
+        what="args restored",
+    )
+
+    apps.patch_namespaced_deployment_scale("drift", ns, {"spec": {"replicas": 4}})
+    eventually(lambda: deployment(api, ns, "drift").spec.replicas == 1, 30, what="replicas restored")
+
+    core.delete_namespaced_service("drift", ns)
+
+    def service_back() -> bool:
+        try:
+            return bool(core.read_namespaced_service("drift", ns))
+        except ApiException:
+            return False
+
+    eventually(service_back, 30, what="Service restored")
+
+
+def test_deleting_the_llmdeployment_removes_children(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str
+) -> None:
+    apply(control_plane, llmd("gone", ns))
+    eventually(lambda: deployment(api, ns, "gone"), 30, what="Deployment created")
+    control_plane.kubectl("delete", "llmd", "gone", "-n", ns, "--wait=true", check=True)
+    eventually(lambda: deployment(api, ns, "gone") is None, 60, what="Deployment garbage-collected")
+
+    def no_service() -> bool:
+        try:
+            client.CoreV1Api(api).read_namespaced_service("gone", ns)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    eventually(no_service, 60, what="Service garbage-collected")
+
+
+def test_scale_subresource(control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str) -> None:
+    apply(control_plane, llmd("scaled", ns))
+    wait_ready(api, ns, "scaled")
+    assert control_plane.kubectl("scale", "llmd/scaled", "-n", ns, "--replicas=3").returncode == 0
+    eventually(lambda: deployment(api, ns, "scaled").spec.replicas == 3, 30, what="Deployment scaled")
+    obj = eventually(
+        lambda: (o := wait_ready(api, ns, "scaled")) and o["status"]["readyReplicas"] == 3 and o, 60, what="3 ready"
+    )
+    assert obj["status"]["desiredReplicas"] == 3
+
+
+def test_kubectl_get_and_explain(control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str) -> None:
+    apply(control_plane, llmd("cols", ns))
+    wait_ready(api, ns, "cols")
+    out = control_plane.kubectl("get", "llmd", "-n", ns, check=True).stdout
+    header = out.splitlines()[0].split()
+    for column in ("NAME", "MODEL", "GPU", "GPUS/REPLICA", "READY", "DESIRED", "KV%", "QUEUEP90", "STATUS", "AGE"):
+        assert column in header, out
+    row = out.splitlines()[1].split()
+    assert row[:3] == ["cols", "meta-llama/Llama-3.1-8B-Instruct", "H100-80GB-SXM"]
+    assert "True" in row
+    wide = control_plane.kubectl("get", "llmdeploy", "-n", ns, "-o", "wide", check=True).stdout
+    assert "TP" in wide.splitlines()[0].split()
+    explain = control_plane.kubectl("explain", "llmdeployment.spec", check=True).stdout
+    assert "Desired state of an LLMDeployment" in explain or "Desired state" in explain
+    assert "profile" in explain and "latency (8 seqs" in explain
+    explain = control_plane.kubectl("explain", "llmd.spec.resources.gpuCount", check=True).stdout
+    assert "auto (the planner picks the tensor-parallel size)" in explain
+
+
+def test_steady_state_is_quiet(control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str) -> None:
+    apply(control_plane, llmd("quiet", ns, replicas=2))
+    wait_ready(api, ns, "quiet")
+    time.sleep(operator.resync_seconds + 2)  # let the last status write land
+
+    def versions() -> tuple[str, str, str]:
+        return (
+            get_llmd(api, ns, "quiet")["metadata"]["resourceVersion"],
+            deployment(api, ns, "quiet").metadata.resource_version,
+            client.CoreV1Api(api).read_namespaced_service("quiet", ns).metadata.resource_version,
+        )
+
+    before = versions()
+    time.sleep(60)  # twelve resync periods
+    assert versions() == before
+
+
+def test_restarted_operator_converges_without_duplicates(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str
+) -> None:
+    operator.stop(kill=True)
+    try:
+        for i in range(4):
+            apply(control_plane, llmd(f"r{i}", ns))
+        operator.start()
+        for i in range(4):
+            wait_ready(api, ns, f"r{i}")
+        operator.stop(kill=True)
+        apply(control_plane, llmd("r0", ns, profile="throughput"))
+        operator.start()
+        eventually(lambda: "64" in get_llmd(api, ns, "r0")["status"]["vllmArgs"], 60, what="r0 updated")
+    finally:
+        if not operator.alive():
+            operator.start()
+    deps = client.AppsV1Api(api).list_namespaced_deployment(ns).items
+    assert sorted(d.metadata.name for d in deps) == ["r0", "r1", "r2", "r3"]
+    services = client.CoreV1Api(api).list_namespaced_service(ns).items
+    assert sorted(s.metadata.name for s in services) == ["r0", "r1", "r2", "r3"]
+    replica_sets = client.AppsV1Api(api).list_namespaced_replica_set(ns).items
+    assert len([r for r in replica_sets if (r.spec.replicas or 0) > 0]) == 4
+
+
+def test_examples_are_accepted_by_the_api_server(control_plane: ControlPlane, ns: str) -> None:
+    for path in sorted((ROOT / "examples").rglob("*.yaml")):
+        if "argocd" in path.parts:
+            continue
+        obj = yaml.safe_load(path.read_text())
+        obj["metadata"]["namespace"] = ns
+        result = control_plane.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj))
+        assert result.returncode == 0, f"{path.name}: {result.stderr}"
