@@ -1,0 +1,18 @@
+// Command kube-scheduler wraps k8s.io/kubernetes/cmd/kube-scheduler/app for the kvpilot
+// integration-test control plane (see ../../README.md).
+package main
+
+import (
+	"os"
+	_ "time/tzdata" // timezone data for binaries run without a system zoneinfo
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // build-info metric
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}

@@ -1,0 +1,167 @@
+"""Smoke tests for the integration-test control plane (tests/integration/controlplane.py).
+
+They need the binaries from ``hack/envtest/build.sh`` (or KVPILOT_TEST_KUBECONFIG
+pointing at a cluster that runs kwok); otherwise they are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+try:
+    from controlplane import BUILD_COMMAND, ControlPlane, binaries_available, wait_for
+except ImportError:  # e.g. --import-mode=importlib, where the test dir is not on sys.path
+    from tests.integration.controlplane import BUILD_COMMAND, ControlPlane, binaries_available, wait_for
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 90  # seconds; generous for a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def cp() -> Iterator[ControlPlane]:
+    if not os.environ.get("KVPILOT_TEST_KUBECONFIG") and not binaries_available():
+        pytest.skip(
+            "control-plane binaries not built and KVPILOT_TEST_KUBECONFIG unset; "
+            f"run `{BUILD_COMMAND}` (or set KUBEBUILDER_ASSETS)"
+        )
+    with ControlPlane() as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def api(cp: ControlPlane) -> Iterator[Any]:
+    client = cp.api_client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def namespace(cp: ControlPlane, api: Any) -> Iterator[str]:
+    from kubernetes import client
+
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core: Any = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def gpu_node(cp: ControlPlane) -> str:
+    name = f"kwok-gpu-{uuid.uuid4().hex[:6]}"
+    cp.add_gpu_node(name, gpu_count=8)
+    return name
+
+
+def test_version(cp: ControlPlane) -> None:
+    version = cp.get("/version")
+    assert re.fullmatch(r"v1\.\d+\.\d+.*", version["gitVersion"]), version
+    if cp.expected_version is not None:
+        assert version["gitVersion"] == cp.expected_version
+        major, minor = cp.expected_version[1:].split(".")[:2]
+        assert (version["major"], version["minor"]) == (major, minor)
+    out = cp.kubectl("version", "-o", "json", check=True)
+    assert version["gitVersion"] in out.stdout
+
+
+def test_gpu_node_becomes_ready(cp: ControlPlane, gpu_node: str) -> None:
+    node = cp.wait_node_ready(gpu_node, timeout=TIMEOUT)
+    assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node["status"]["capacity"]["cpu"] == "64"
+
+
+def test_gpu_deployment_runs_on_gpu_node(cp: ControlPlane, api: Any, gpu_node: str, namespace: str) -> None:
+    from kubernetes import client
+
+    cp.wait_node_ready(gpu_node, timeout=TIMEOUT)
+    apps: Any = client.AppsV1Api(api)
+    core: Any = client.CoreV1Api(api)
+    labels = {"app": "vllm-smoke"}
+    apps.create_namespaced_deployment(
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "vllm-smoke"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                        "containers": [
+                            {
+                                "name": "vllm",
+                                "image": "vllm/vllm-openai:latest",
+                                "resources": {
+                                    "requests": {"nvidia.com/gpu": "1"},
+                                    "limits": {"nvidia.com/gpu": "1"},
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    )
+
+    def pod_running() -> Any:
+        pods = core.list_namespaced_pod(namespace, label_selector="app=vllm-smoke").items
+        for pod in pods:
+            ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+            if pod.status.phase == "Running" and ready:
+                return pod
+        return None
+
+    pod = wait_for(pod_running, timeout=TIMEOUT, what="vllm-smoke pod Running and Ready")
+    assert pod.spec.node_name == gpu_node
+
+    def deployment_ready() -> Any:
+        dep = apps.read_namespaced_deployment("vllm-smoke", namespace)
+        return dep if (dep.status.ready_replicas or 0) == 1 else None
+
+    wait_for(deployment_ready, timeout=TIMEOUT, what="deployment readyReplicas == 1")
+
+
+def test_garbage_collection(cp: ControlPlane, api: Any, namespace: str) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core: Any = client.CoreV1Api(api)
+    owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}, "data": {"k": "v"}})
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {
+                "name": "dependent",
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}
+                ],
+            },
+            "stringData": {"k": "v"},
+        },
+    )
+    assert core.read_namespaced_secret("dependent", namespace).metadata.owner_references[0].name == "owner"
+    core.delete_namespaced_config_map("owner", namespace)
+
+    def dependent_gone() -> bool:
+        try:
+            core.read_namespaced_secret("dependent", namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return False
+
+    wait_for(dependent_gone, timeout=TIMEOUT, what="dependent Secret garbage-collected")
