@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -19,31 +18,45 @@ import uuid
 from pathlib import Path
 
 import yaml
+from kubernetes import client, watch
+
+from kvpilot.localcluster.controlplane import ControlPlane
+from kvpilot.localcluster.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-
-from controlplane import ControlPlane  # noqa: E402
-from kubernetes import client, watch  # noqa: E402
-from operator_process import OperatorProcess  # noqa: E402
 
 
 def llmd(name: str, ns: str) -> str:
-    return yaml.safe_dump({
-        "apiVersion": "kvpilot.io/v1alpha1", "kind": "LLMDeployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"model": {"id": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"gpuType": "L4"},
-                 "profile": "latency"},
-    })
+    return yaml.safe_dump(
+        {
+            "apiVersion": "kvpilot.io/v1alpha1",
+            "kind": "LLMDeployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
+                "resources": {"gpuType": "L4"},
+                "profile": "latency",
+            },
+        }
+    )
 
 
 def plain_deployment(name: str, ns: str) -> str:
-    return yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
-        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
-    })
+    return yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            },
+        }
+    )
 
 
 def timed_create(cp: ControlPlane, api: client.ApiClient, ns: str, name: str, manifest: str) -> float:
@@ -92,15 +105,18 @@ def main() -> None:
             for i in range(args.runs):
                 operator_runs.append(timed_create(cp, api, ns, f"m{i}", llmd(f"m{i}", ns)))
                 direct_runs.append(timed_create(cp, api, ns, f"d{i}", plain_deployment(f"d{i}", ns)))
-                print(f"  run {i + 1:>2}: operator {operator_runs[-1] * 1000:6.0f} ms, "
-                      f"direct {direct_runs[-1] * 1000:6.0f} ms", flush=True)
+                print(
+                    f"  run {i + 1:>2}: operator {operator_runs[-1] * 1000:6.0f} ms, "
+                    f"direct {direct_runs[-1] * 1000:6.0f} ms",
+                    flush=True,
+                )
         finally:
             op.stop()
             api.close()
     print()
     print(f"{'apply → Deployment created (ms)':<34}{'p50':>9}{'worst':>10}{'mean':>10}")
     print(summary(f"kvpilot operator ({args.runs} runs)", operator_runs))
-    print(summary(f"baseline: kubectl apply Deployment", direct_runs))
+    print(summary("baseline: kubectl apply Deployment", direct_runs))
     ratio = statistics.median(operator_runs) / statistics.median(direct_runs)
     print(f"operator / baseline, p50: {ratio:.2f}x")
 

@@ -206,9 +206,17 @@ def cmd_catalog(args: argparse.Namespace, out: TextIO) -> None:
             out.write(f"  {alias} ({quant})\n")
 
 
-def cmd_demo(args: argparse.Namespace, out: TextIO) -> None:
-    args.file, args.output, args.namespace, args.config, args.hub = None, "table", None, None, False
-    _each(args, out, _plan_table)
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    if args.offline:
+        args.output, args.namespace, args.config, args.hub = "table", None, None, False
+        _each(args, out, _plan_table)
+        return 0
+    from kvpilot.localcluster.demo import run_demo
+
+    source, doc = next(_documents(args.file))
+    parse_llmdeployment(doc)  # refuse an invalid example before starting anything
+    out.write(f"kvpilot demo: {source}\n")
+    return run_demo(yaml.safe_dump(doc), out, keep=args.keep)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,7 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = sub.add_parser("catalog", help="list the GPUs or models kvpilot knows")
     catalog.add_argument("what", choices=["gpus", "models"])
     catalog.set_defaults(func=cmd_catalog)
-    sub.add_parser("demo", help="plan the embedded example (no cluster, no GPU)").set_defaults(func=cmd_demo)
+    demo = sub.add_parser(
+        "demo", help="run a local control plane with simulated GPU nodes and the operator, and apply an example"
+    )
+    demo.add_argument("-f", "--file", help="LLMDeployment to apply (default: the embedded example)")
+    demo.add_argument("--offline", action="store_true", help="only plan the example; start nothing")
+    demo.add_argument("--keep", action="store_true", help="keep the cluster running until Ctrl-C")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 
@@ -250,7 +264,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     args = build_parser().parse_args(argv)
     try:
-        args.func(args, out)
+        code = args.func(args, out)
     except DoesNotFitError as exc:
         err.write(f"error: {exc.issues[0]}\n")
         for i, fix in enumerate(exc.fixes, 1):
@@ -265,7 +279,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return 1
     except BrokenPipeError:
         return 0
-    return 0
+    return int(code or 0)
 
 
 if __name__ == "__main__":

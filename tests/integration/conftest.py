@@ -7,21 +7,15 @@ would, and the operator runs as a real `kvpilot run` process.
 from __future__ import annotations
 
 import os
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from controlplane import BUILD_COMMAND, ControlPlane, binaries_available
-from operator_process import OperatorProcess
-
-ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
+from kvpilot.localcluster.controlplane import BUILD_COMMAND, ControlPlane, binaries_available
+from kvpilot.localcluster.process import OperatorProcess
+from tests.integration.helpers import ROOT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -29,22 +23,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
-
-
-def eventually(check: Callable[[], T | None], timeout: float = 60, interval: float = 0.5, what: str = "") -> T:
-    """Poll until ``check`` returns something truthy; fail with the last value otherwise."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as exc:  # a transient API error while polling is not the assertion
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or check.__name__}; last: {last!r}")
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ pointing at a cluster that runs kwok); otherwise they are skipped.
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -14,10 +13,7 @@ from typing import Any
 
 import pytest
 
-try:
-    from controlplane import BUILD_COMMAND, ControlPlane, binaries_available, wait_for
-except ImportError:  # e.g. --import-mode=importlib, where the test dir is not on sys.path
-    from tests.integration.controlplane import BUILD_COMMAND, ControlPlane, binaries_available, wait_for
+from kvpilot.localcluster.controlplane import ControlPlane, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -25,14 +21,9 @@ TIMEOUT = 90  # seconds; generous for a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")
-def cp() -> Iterator[ControlPlane]:
-    if not os.environ.get("KVPILOT_TEST_KUBECONFIG") and not binaries_available():
-        pytest.skip(
-            "control-plane binaries not built and KVPILOT_TEST_KUBECONFIG unset; "
-            f"run `{BUILD_COMMAND}` (or set KUBEBUILDER_ASSETS)"
-        )
-    with ControlPlane() as plane:
-        yield plane
+def cp(control_plane: ControlPlane) -> ControlPlane:
+    """The session's control plane (one cluster for the whole integration suite)."""
+    return control_plane
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +90,7 @@ def test_gpu_deployment_runs_on_gpu_node(cp: ControlPlane, api: Any, gpu_node: s
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
-                        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                        "nodeSelector": {"kubernetes.io/hostname": gpu_node},
                         "containers": [
                             {
                                 "name": "vllm",

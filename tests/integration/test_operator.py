@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import yaml
-from controlplane import ControlPlane
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from operator_process import OperatorProcess
 
-from conftest import ROOT, eventually
+from kvpilot.localcluster.controlplane import ControlPlane
+from kvpilot.localcluster.process import OperatorProcess
+from tests.integration.helpers import ROOT, eventually
 
 GROUP, VERSION, PLURAL = "kvpilot.io", "v1alpha1", "llmdeployments"
 

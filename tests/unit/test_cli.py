@@ -138,3 +138,8 @@ def test_multi_document_files(tmp_path: Path) -> None:
     f.write_text(yaml.safe_dump_all(docs))
     code, out, _ = run("plan", "-f", str(f), "-o", "json")
     assert code == 0 and len(json.loads(out)) == 3
+
+
+def test_demo_offline_plans_without_a_cluster() -> None:
+    code, out, _ = run("demo", "--offline")
+    assert code == 0 and "GPUs per replica  1 × L4" in out

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# In a source checkout the build script sits beside the package; an installed wheel falls back to the pin.
+REPO_ROOT = Path(__file__).resolve().parents[3]
 ENVTEST_DIR = REPO_ROOT / "hack" / "envtest"
 BUILD_COMMAND = "hack/envtest/build.sh"
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
