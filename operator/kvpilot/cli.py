@@ -168,7 +168,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> None:
     if args.resync_seconds:
         CONFIG.resync_seconds = args.resync_seconds
     log_format = kopf.LogFormat.JSON if CONFIG.log_format == "json" else kopf.LogFormat.FULL
-    kopf.configure(verbose=CONFIG.verbose, log_format=log_format)
+    kopf.configure(verbose=CONFIG.verbose, log_format=log_format, log_prefix=True)
     import kvpilot.main  # noqa: F401  (registers the handlers; reads CONFIG at import)
 
     kopf.run(

@@ -325,3 +325,32 @@ def test_examples_are_accepted_by_the_api_server(control_plane: ControlPlane, ns
         obj["metadata"]["namespace"] = ns
         result = control_plane.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj))
         assert result.returncode == 0, f"{path.name}: {result.stderr}"
+
+
+def test_two_replicas_elect_one_and_the_other_takes_over(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str, tmp_path: Any
+) -> None:
+    second = OperatorProcess(control_plane.kubeconfig, tmp_path, resync_seconds=operator.resync_seconds).start()
+    try:
+        # The replica with the higher random priority acts. A newcomer starts paused and stays silent if it
+        # loses; if it wins it logs "Resuming" and the incumbent logs "Pausing operations in favour of".
+        time.sleep(10)
+        if "Resuming operations" in second.tail(400):
+            eventually(lambda: "Pausing operations in favour of" in operator.tail(400), 30, what="incumbent pauses")
+            active, paused = second, operator
+        else:
+            active, paused = operator, second
+        apply(control_plane, llmd("peer-a", ns))
+        wait_ready(api, ns, "peer-a")
+        assert f"[{ns}/peer-a]" in active.tail(400)
+        assert f"[{ns}/peer-a]" not in paused.tail(400)
+
+        active.stop(kill=True)  # its peering entry expires after kopf's 60 s lifetime
+        eventually(lambda: "Resuming operations" in paused.tail(400), 120, what="the paused replica to resume")
+        apply(control_plane, llmd("peer-b", ns))
+        wait_ready(api, ns, "peer-b")
+        assert f"[{ns}/peer-b]" in paused.tail(400)
+    finally:
+        second.stop()
+        if not operator.alive():
+            operator.start()
