@@ -40,20 +40,15 @@ def test_plan_and_render_every_example(example: Path) -> None:
     assert kinds[:2] == ["Deployment", "Service"]
 
 
-def test_llama3_8b_fp16_numbers(tmp_path: Path) -> None:
+def write_llmd(tmp_path: Path, model: dict[str, str], gpu: str) -> Path:
     f = tmp_path / "a.yaml"
-    f.write_text(
-        yaml.safe_dump(
-            {
-                "kind": "LLMDeployment",
-                "metadata": {"name": "a"},
-                "spec": {
-                    "model": {"id": "meta-llama/Meta-Llama-3-8B-Instruct", "dtype": "float16"},
-                    "resources": {"gpuType": "H100-80GB-SXM"},
-                },
-            }
-        )
-    )
+    spec = {"model": model, "resources": {"gpuType": gpu}}
+    f.write_text(yaml.safe_dump({"kind": "LLMDeployment", "metadata": {"name": "a"}, "spec": spec}))
+    return f
+
+
+def test_llama3_8b_fp16_numbers(tmp_path: Path) -> None:
+    f = write_llmd(tmp_path, {"id": "meta-llama/Meta-Llama-3-8B-Instruct", "dtype": "float16"}, "H100-80GB-SXM")
     code, out, _ = run("plan", "-f", str(f), "-o", "yaml")
     plan = yaml.safe_load(out)
     assert code == 0
@@ -62,19 +57,7 @@ def test_llama3_8b_fp16_numbers(tmp_path: Path) -> None:
 
 
 def test_70b_on_h100_table_explains_tp(tmp_path: Path) -> None:
-    f = tmp_path / "a.yaml"
-    f.write_text(
-        yaml.safe_dump(
-            {
-                "kind": "LLMDeployment",
-                "metadata": {"name": "a"},
-                "spec": {
-                    "model": {"id": "meta-llama/Meta-Llama-3-70B-Instruct", "dtype": "float16"},
-                    "resources": {"gpuType": "H100-80GB-SXM"},
-                },
-            }
-        )
-    )
+    f = write_llmd(tmp_path, {"id": "meta-llama/Meta-Llama-3-70B-Instruct", "dtype": "float16"}, "H100-80GB-SXM")
     code, out, _ = run("plan", "-f", str(f))
     assert code == 0
     assert "tensor-parallel 4" in out and "TP 2 rejected" in out

@@ -184,68 +184,52 @@ def _make_pki(hosts: Sequence[str]) -> _Pki:
             attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
         return x509.Name(attrs)
 
+    def usage(is_ca: bool) -> x509.KeyUsage:
+        return x509.KeyUsage(
+            digital_signature=True,
+            content_commitment=False,
+            key_encipherment=False,
+            data_encipherment=False,
+            key_agreement=False,
+            key_cert_sign=is_ca,
+            crl_sign=is_ca,
+            encipher_only=False,
+            decipher_only=False,
+        )
+
+    def builder(subject: x509.Name, issuer: x509.Name, public_key: Any, is_ca: bool) -> x509.CertificateBuilder:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(issuer)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(not_before)
+            .not_valid_after(not_after)
+            .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+            .add_extension(usage(is_ca), critical=True)
+        )
+
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = name("kvpilot-envtest-ca")
     ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        builder(ca_name, ca_name, ca_key.public_key(), is_ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
 
     def leaf(
-        subject: x509.Name, usage: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None = None
+        subject: x509.Name, purpose: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None = None
     ) -> tuple[bytes, bytes]:
         key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(not_before)
-            .not_valid_after(not_after)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        cert_builder = (
+            builder(subject, ca_name, key.public_key(), is_ca=False)
+            .add_extension(x509.ExtendedKeyUsage([purpose]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         )
         if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
+            cert_builder = cert_builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = cert_builder.sign(ca_key, hashes.SHA256())
         return cert.public_bytes(serialization.Encoding.PEM), key_pem(key)
 
     sans: list[x509.GeneralName] = []

@@ -42,7 +42,7 @@ def ensure_binaries(out: TextIO) -> bool:
     except BinariesNotFound:
         pass
     script = ENVTEST_DIR / "build.sh"
-    if not script.exists() or shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists():
+    if not script.exists() or (shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists()):
         _say(out, f"no control-plane binaries and no way to build them here ({BUILD_COMMAND} and Go are needed)")
         return False
     _say(out, f"building Kubernetes {k8s_version()} control-plane binaries from Go modules (once; ~10 min on 2 cores)")
