@@ -1,0 +1,179 @@
+"""The autoscaling decision: pure, deterministic, and explained in one sentence.
+
+Up fast: proportional to the worst breach of the queue-wait SLO, the KV-cache target or batch-slot
+pressure, with a panic path for large breaches, and crediting replicas that are still starting.
+Down slowly: only when every signal is known and well under target, only after the stabilization
+window's recommendations all agree (HPA's rule), and at most a bounded step. Missing metrics hold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from kvpilot.metrics.signals import FleetSignals
+
+Action = Literal["up", "down", "hold", "unknown"]
+
+PANIC_QUEUE_RATIO = 3.0  # queue wait three times the SLO: jump, don't crawl
+PANIC_FACTOR = 2.0
+SLOT_TARGET = 0.9  # batch slots busy before waiting requests count as pressure
+DOWN_HEADROOM = 0.8  # after a scale-down every signal must sit under 80 % of its target
+QUEUE_DOWN_RATIO = 0.5  # queue wait must be under half the SLO to remove capacity
+
+
+@dataclass(frozen=True)
+class Targets:
+    min_replicas: int
+    max_replicas: int
+    queue_wait_p90_seconds: float
+    kv_cache_usage: float
+    slots_per_replica: int  # vLLM's max_num_seqs
+    stabilization_seconds: float = 300
+    max_scale_down_step: int = 1
+    scale_to_zero_after_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class ScaleState:
+    """What one decision hands the next: recent recommendations and when load was last seen."""
+
+    recommendations: tuple[tuple[float, int], ...] = ()
+    idle_since: float | None = None
+    last_change: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: int
+    action: Action
+    reason: str
+    state: ScaleState = field(default_factory=ScaleState)
+
+
+def _clamp(n: int, t: Targets) -> int:
+    return max(t.min_replicas, min(t.max_replicas, n))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".") if x < 10 else f"{x:.0f}"
+
+
+def decide(
+    signals: FleetSignals | None,
+    current: int,
+    ready: int,
+    targets: Targets,
+    state: ScaleState,
+    now: float,
+    unknown_reason: str = "no metrics",
+) -> Decision:
+    starting = max(0, current - ready)
+    window_start = now - targets.stabilization_seconds
+    history = tuple((t, r) for t, r in state.recommendations if t >= window_start - 1e-9)
+
+    if current == 0:
+        # At zero there is no vLLM to ask; coming back needs `kubectl scale` or minReplicas > 0.
+        n = _clamp(0, targets)
+        return Decision(
+            n,
+            "hold" if n == 0 else "up",
+            "scaled to zero" if n == 0 else f"minReplicas → {n}",
+            replace(state, recommendations=history),
+        )
+    if signals is None or signals.replicas_reporting == 0:
+        n = _clamp(current, targets)
+        why = f"{unknown_reason}: holding at {n}" + (f" ({starting} starting)" if starting else "")
+        return Decision(n, "unknown", why, replace(state, recommendations=history))
+
+    kv = signals.kv_usage_mean
+    kv_ratio = kv / targets.kv_cache_usage if kv is not None else None
+    slots = targets.slots_per_replica * max(ready, 1)
+    slot_ratio = (signals.running + signals.waiting) / (slots * SLOT_TARGET)
+    queue = signals.queue_wait_p90
+    queue_ratio = queue / targets.queue_wait_p90_seconds if queue is not None else None
+    base = max(ready, 1)
+
+    breaches: list[tuple[float, str]] = []
+    if queue_ratio is not None and queue_ratio > 1:
+        breaches.append((queue_ratio, f"queue wait p90 {_fmt(queue)} s > SLO {_fmt(targets.queue_wait_p90_seconds)} s"))  # type: ignore[arg-type]
+    if kv_ratio is not None and kv_ratio > 1:
+        breaches.append((kv_ratio, f"KV cache {kv * 100:.0f} % > target {targets.kv_cache_usage * 100:.0f} %"))  # type: ignore[operator]
+    if signals.waiting > 0 and slot_ratio > 1:
+        breaches.append(
+            (
+                slot_ratio,
+                f"{signals.running:.0f} running + {signals.waiting:.0f} waiting > "
+                f"{SLOT_TARGET * 100:.0f} % of {slots} batch slots",
+            )
+        )
+
+    if breaches:
+        ratio, what = max(breaches)
+        panic = queue_ratio is not None and queue_ratio >= PANIC_QUEUE_RATIO
+        factor = max(ratio, PANIC_FACTOR) if panic else ratio
+        wanted = _clamp(math.ceil(base * factor), targets)
+        record = ((now, wanted),)
+        if wanted <= current:
+            if current >= targets.max_replicas:
+                why = f"{what} on {ready} ready replicas; pinned at maxReplicas {targets.max_replicas}"
+            else:
+                why = f"{what} on {ready} ready replicas; the {starting} starting will absorb it"
+            return Decision(current, "hold", why, ScaleState(history + record, None, state.last_change))
+        why = f"{what} on {ready} ready replicas → {wanted}" + (" (panic)" if panic else "")
+        return Decision(wanted, "up", why, ScaleState(history + record, None, now))
+
+    # No breach. How many replicas would carry this load with headroom?
+    idle = signals.running == 0 and signals.waiting == 0 and not signals.finished_per_second
+    idle_since = (state.idle_since if state.idle_since is not None else now) if idle else None
+    util = max(x for x in (kv_ratio or 0.0, slot_ratio) if x is not None)
+    needed = _clamp(max(1, math.ceil(base * util / DOWN_HEADROOM)), targets)
+    if (
+        targets.scale_to_zero_after_seconds is not None
+        and targets.min_replicas == 0
+        and idle_since is not None
+        and now - idle_since >= targets.scale_to_zero_after_seconds
+    ):
+        needed = 0
+    history = (*history, (now, needed))
+    safe_to_shrink = (
+        starting == 0
+        and kv_ratio is not None
+        and (queue_ratio is None or queue_ratio <= QUEUE_DOWN_RATIO)
+        and signals.waiting == 0
+    )
+    window_covered = any(t <= window_start + 1e-9 for t, _ in state.recommendations)
+    next_state = ScaleState(history, idle_since, state.last_change)
+    if needed >= current or not safe_to_shrink or not window_covered:
+        n = _clamp(current, targets)
+        if n != current:
+            return Decision(
+                n,
+                "up" if n > current else "down",
+                f"kept within [{targets.min_replicas}, {targets.max_replicas}] → {n}",
+                replace(next_state, last_change=now),
+            )
+        why = "within targets" if needed >= current else "load is low; waiting out the stabilization window"
+        if needed < current and not safe_to_shrink:
+            why = "load is low but not every signal is clear; holding"
+        return Decision(current, "hold", f"{why} at {current}", next_state)
+    floor = max(r for _, r in history)  # the highest recommendation in the window wins (HPA's rule)
+    target = max(floor, current - targets.max_scale_down_step, targets.min_replicas)
+    if floor == 0 and needed == 0:
+        target = 0
+    if target >= current:
+        return Decision(
+            current,
+            "hold",
+            f"a recommendation in the last {targets.stabilization_seconds:.0f} s "
+            f"still needs {floor}; holding at {current}",
+            next_state,
+        )
+    kv_text = f"KV cache {kv * 100:.0f} %" if kv is not None else "KV cache unknown"
+    queue_text = f"queue wait p90 {_fmt(queue)} s" if queue is not None else "no queueing"
+    why = (
+        f"{kv_text}, {queue_text}, {signals.running:.0f} running on {ready} replicas for "
+        f"{targets.stabilization_seconds:.0f} s → {target}"
+    )
+    return Decision(target, "down", why, ScaleState(history, idle_since, now))

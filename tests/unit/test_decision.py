@@ -1,0 +1,136 @@
+"""The autoscaling decision: fast up, careful down, never blind."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvpilot.autoscale.decision import Decision, ScaleState, Targets, decide
+from kvpilot.metrics.signals import FleetSignals
+
+T = Targets(
+    min_replicas=1,
+    max_replicas=10,
+    queue_wait_p90_seconds=0.5,
+    kv_cache_usage=0.8,
+    slots_per_replica=32,
+    stabilization_seconds=300,
+    max_scale_down_step=1,
+)
+
+
+def sig(
+    kv: float | None = 0.5,
+    queue: float | None = 0.1,
+    running: float = 10,
+    waiting: float = 0,
+    reporting: int = 3,
+    finished: float | None = 1.0,
+) -> FleetSignals:
+    return FleetSignals(reporting, kv, kv, waiting, running, queue, None, finished, 0.0, 100.0)
+
+
+def run(
+    decisions: list[tuple[FleetSignals | None, int, int]],
+    targets: Targets = T,
+    step: float = 15,
+    state: ScaleState | None = None,
+) -> list[Decision]:
+    out, st = [], state or ScaleState()
+    for i, (s, current, ready) in enumerate(decisions):
+        d = decide(s, current, ready, targets, st, now=1000 + i * step)
+        out.append(d)
+        st = d.state
+    return out
+
+
+def test_queue_breach_scales_up_proportionally_with_a_reason() -> None:
+    d = decide(sig(queue=1.2), 3, 3, T, ScaleState(), 0)
+    assert (d.action, d.replicas) == ("up", 8)  # ceil(3 × 1.2 / 0.5)
+    assert d.reason == "queue wait p90 1.2 s > SLO 0.5 s on 3 ready replicas → 8"
+
+
+def test_panic_on_a_large_breach_at_least_doubles() -> None:
+    d = decide(sig(queue=1.6, kv=0.5), 2, 2, T, ScaleState(), 0)
+    assert d.replicas == 7 and "(panic)" in d.reason
+    small = decide(sig(queue=0.6), 4, 4, T, ScaleState(), 0)
+    assert small.replicas == 5 and "panic" not in small.reason
+
+
+def test_kv_breach_alone_scales_up() -> None:
+    d = decide(sig(kv=0.96, queue=0.1), 4, 4, T, ScaleState(), 0)
+    assert (d.action, d.replicas) == ("up", 5) and "KV cache 96 % > target 80 %" in d.reason
+
+
+def test_queue_growing_with_kv_healthy_is_seen_through_waiting() -> None:
+    # Nobody has left the queue yet (no queue-time samples), KV looks fine, but requests pile up.
+    d = decide(sig(kv=0.3, queue=None, running=96, waiting=40), 3, 3, T, ScaleState(), 0)
+    assert d.action == "up" and "40 waiting" in d.reason
+
+
+def test_starting_replicas_are_credited() -> None:
+    d = decide(sig(queue=0.9), 6, 3, T, ScaleState(), 0)  # wants ceil(3 × 1.8) = 6; 3 are starting
+    assert (d.action, d.replicas) == ("hold", 6) and "3 starting will absorb" in d.reason
+
+
+def test_pinned_at_max_says_so() -> None:
+    d = decide(sig(queue=2.0), 10, 10, T, ScaleState(), 0)
+    assert d.replicas == 10 and "pinned at maxReplicas 10" in d.reason
+
+
+def test_missing_metrics_hold_and_never_scale_down() -> None:
+    d = decide(None, 5, 5, T, ScaleState(), 0, unknown_reason="Prometheus unreachable")
+    assert (d.action, d.replicas) == ("unknown", 5) and d.reason == "Prometheus unreachable: holding at 5"
+    assert decide(sig(reporting=0), 5, 5, T, ScaleState(), 0).action == "unknown"
+    no_kv = run([(sig(kv=None, running=0, queue=None, finished=0.0), 5, 5)] * 40)
+    assert all(x.replicas == 5 for x in no_kv)
+
+
+def test_scale_down_waits_for_the_window_then_steps_by_one() -> None:
+    low = sig(kv=0.1, queue=0.01, running=2)
+    ds = run([(low, 4, 4)] * 30)  # 15 s apart: the window (300 s) is covered after 20 decisions
+    first_down = next(i for i, d in enumerate(ds) if d.action == "down")
+    assert first_down * 15 >= 300
+    assert ds[first_down].replicas == 3 and ds[first_down].reason.endswith("→ 3")
+    assert all(d.replicas == 4 for d in ds[:first_down])
+
+
+def test_a_recent_high_recommendation_blocks_scale_down() -> None:
+    seq = [(sig(queue=1.0), 2, 2)] + [(sig(kv=0.1, queue=0.01, running=2), 4, 4)] * 19
+    ds = run(seq)
+    assert ds[0].action == "up"
+    assert all(d.action != "down" for d in ds[1:])
+
+
+def test_scale_down_needs_every_signal_clear() -> None:
+    borderline = sig(kv=0.1, queue=0.4, running=2)  # queue at 80 % of SLO: no removal
+    assert all(d.action != "down" for d in run([(borderline, 4, 4)] * 40))
+    starting = sig(kv=0.1, queue=0.01, running=2)
+    assert all(d.action != "down" for d in run([(starting, 4, 3)] * 40))
+
+
+def test_down_target_keeps_headroom() -> None:
+    busy = sig(kv=0.45, queue=0.05, running=40)  # kv at 56 % of target on 4 replicas
+    ds = run([(busy, 4, 4)] * 40)
+    assert min(d.replicas for d in ds) == 3  # 4 × 0.5625 / 0.8 = 2.8 → 3, never 2
+
+
+def test_min_and_max_are_enforced() -> None:
+    t = replace(T, min_replicas=2, max_replicas=3)
+    assert decide(sig(), 1, 1, t, ScaleState(), 0).replicas == 2
+    assert decide(sig(queue=5), 3, 3, t, ScaleState(), 0).replicas == 3
+
+
+def test_scale_to_zero_after_idle_only_when_enabled() -> None:
+    idle = sig(kv=0.0, queue=None, running=0, finished=0.0)
+    off = run([(idle, 1, 1)] * 60, targets=replace(T, min_replicas=0))
+    assert min(d.replicas for d in off) == 1  # idle but scale-to-zero not enabled: keep one warm
+    on_t = replace(T, min_replicas=0, scale_to_zero_after_seconds=600)
+    on = run([(idle, 1, 1)] * 100, targets=on_t)
+    zero_at = next(i for i, d in enumerate(on) if d.replicas == 0)
+    assert zero_at * 15 >= 600
+    assert decide(None, 0, 0, on_t, ScaleState(), 0).reason == "scaled to zero"
+
+
+def test_deterministic() -> None:
+    seq = [(sig(queue=q), 3, 3) for q in (0.2, 0.9, 0.3, 0.1, 0.05)]
+    assert run(seq) == run(seq)
