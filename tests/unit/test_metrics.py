@@ -87,7 +87,7 @@ def test_a_page_without_vllm_signals_is_unknown() -> None:
 
 def test_histogram_quantile_matches_promql() -> None:
     h = Histogram(((0.3, 10.0), (0.5, 20.0), (0.8, 20.0), (float("inf"), 20.0)), 20, 5)
-    # rank 18 falls in (0.3, 0.5]: 0.3 + 0.2 × (18 − 10) / 10
+    # rank 18 falls in (0.3, 0.5]: 0.3 + 0.2 × (18 - 10) / 10
     assert h.quantile(0.9) == pytest.approx(0.46)
     assert Histogram(((1.0, 0.0), (float("inf"), 0.0)), 0, 0).quantile(0.9) is None
     assert Histogram(((1.0, 0.0), (float("inf"), 5.0)), 5, 50).quantile(0.9) == 1.0
