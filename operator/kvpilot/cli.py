@@ -167,6 +167,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> None:
     CONFIG.verbose = args.verbose or CONFIG.verbose
     if args.resync_seconds:
         CONFIG.resync_seconds = args.resync_seconds
+    if args.autoscale_seconds:
+        CONFIG.autoscale_seconds = args.autoscale_seconds
     log_format = kopf.LogFormat.JSON if CONFIG.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=CONFIG.verbose, log_format=log_format, log_prefix=True)
     import kvpilot.main  # noqa: F401  (registers the handlers; reads CONFIG at import)
@@ -244,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", choices=["text", "json"], help="log format (KVPILOT_LOG_FORMAT)")
     run.add_argument("--standalone", action="store_true", help="skip peering (only for a single replica)")
     run.add_argument("--resync-seconds", type=float, help="drift-repair interval (KVPILOT_RESYNC_SECONDS)")
+    run.add_argument("--autoscale-seconds", type=float, help="autoscaler period (KVPILOT_AUTOSCALE_SECONDS)")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=cmd_run)
     catalog = sub.add_parser("catalog", help="list the GPUs or models kvpilot knows")

@@ -16,6 +16,7 @@ class OperatorConfig:
     log_format: str = os.environ.get("KVPILOT_LOG_FORMAT", "text")
     health_address: str = os.environ.get("KVPILOT_HEALTH_ADDRESS", "0.0.0.0:8080")
     resync_seconds: float = float(os.environ.get("KVPILOT_RESYNC_SECONDS", "60"))
+    autoscale_seconds: float = float(os.environ.get("KVPILOT_AUTOSCALE_SECONDS", "15"))
     standalone: bool = os.environ.get("KVPILOT_STANDALONE", "") == "1"
     peering_name: str = os.environ.get("KVPILOT_PEERING_NAME", "kvpilot")
     verbose: bool = os.environ.get("KVPILOT_VERBOSE", "") == "1"

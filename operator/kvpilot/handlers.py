@@ -9,19 +9,34 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from kvpilot.api.v1alpha1 import LLMDeploymentSpec, LLMDeploymentStatus
+from kvpilot.autoscale.decision import Decision, ScaleState, Targets, decide
 from kvpilot.errors import SpecError
 from kvpilot.kube import ApplyRejected, KindNotServed, Kube
+from kvpilot.metrics.names import metric_names
+from kvpilot.metrics.sources import MetricsUnavailable, PodTarget, PrometheusSource, ScrapeSource
 from kvpilot.pipeline import Rendered, parse_spec, render_all
 from kvpilot.render.objects import OWNER_LABEL, RenderContext, dns_label
-from kvpilot.status import ChildDeployment, EventNote, Observation, compute_status, events_for
+from kvpilot.status import (
+    METRICS_AVAILABLE,
+    ChildDeployment,
+    EventNote,
+    Observation,
+    autoscaled_status,
+    compute_status,
+    condition,
+    events_for,
+)
+from kvpilot.versions import VersionLine
 
 log = logging.getLogger("kvpilot.handlers")
 Obj = dict[str, Any]
@@ -61,18 +76,24 @@ def _previous_status(body: Obj) -> LLMDeploymentStatus:
 
 
 def _status_patch(before: Obj, after: Obj) -> Obj:
-    """A merge patch that also removes keys the new status no longer has."""
+    """A JSON merge patch from ``before`` to ``after``: keys gone from ``after`` are nulled, at any depth."""
     patch: Obj = {k: None for k in before if k not in after}
-    patch.update(after)
+    for key, value in after.items():
+        old = before.get(key)
+        patch[key] = _status_patch(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
     return patch
 
 
-def reconcile(body: Obj, kube: Kube, post_event: Any = None, now: datetime | None = None) -> LLMDeploymentStatus:
+def reconcile(body: Obj, kube: Kube, post_event: Any = None, now: datetime | None = None) -> LLMDeploymentStatus | None:
     """One level-based pass over an LLMDeployment. Returns the status it wrote (or found current)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     with _lock(namespace, name):
-        return _reconcile_locked(body, kube, post_event, now or datetime.now(UTC))
+        # Read it again under the lock: the autoscaler may have written status since kopf saw the event.
+        fresh = kube.get_llmdeployment(namespace, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return None
+        return _reconcile_locked(fresh, kube, post_event, now or datetime.now(UTC))
 
 
 def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> LLMDeploymentStatus:
@@ -126,7 +147,8 @@ def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> 
     )
     before, after = previous.wire(), status.wire()
     if before != after:
-        kube.patch_status(namespace, name, _status_patch(body.get("status") or {}, after))
+        rv = meta.get("resourceVersion")
+        kube.patch_status(namespace, name, _status_patch(body.get("status") or {}, after), resource_version=rv)
         for note in events_for(previous, status, created):
             _post(post_event, body, note)
     return status
@@ -164,3 +186,121 @@ def reconcile_owner_of(child: Obj, kube: Kube, post_event: Any = None) -> LLMDep
     if parent is None or parent["metadata"].get("deletionTimestamp"):
         return None
     return reconcile(parent, kube, post_event)
+
+
+# ------------------------------------------------------------------------------------------ autoscaler
+
+
+@dataclass
+class AutoscalerMemory:
+    """What the autoscaler keeps between passes: decision state per object and the metric sources."""
+
+    scrape: ScrapeSource = field(default_factory=ScrapeSource)
+    states: dict[tuple[str, str], ScaleState] = field(default_factory=dict)
+    prometheus: dict[str, PrometheusSource] = field(default_factory=dict)
+
+    def prometheus_for(self, url: str) -> PrometheusSource:
+        if url not in self.prometheus:
+            self.prometheus[url] = PrometheusSource(url)
+        return self.prometheus[url]
+
+
+def _ready_pod_targets(kube: Kube, namespace: str, selector: str, port: int) -> list[PodTarget]:
+    targets = []
+    for pod in kube.list("v1", "Pod", namespace, selector):
+        status = pod.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        if ready and status.get("podIP") and not pod["metadata"].get("deletionTimestamp"):
+            targets.append(PodTarget(pod["metadata"]["name"], status["podIP"], port))
+    return targets
+
+
+def autoscale(
+    body: Obj, kube: Kube, memory: AutoscalerMemory, post_event: Any = None, now: datetime | None = None
+) -> Decision | None:
+    """One autoscaler pass: read metrics, decide, scale the child Deployment, record it in status."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    key = (namespace, name)
+    with _lock(namespace, name):
+        fresh = kube.get_llmdeployment(namespace, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            memory.states.pop(key, None)
+            return None
+        try:
+            spec = parse_spec(fresh.get("spec") or {})
+            if not spec.autoscaling.enabled:
+                memory.states.pop(key, None)
+                return None
+            rendered = render_all(spec, RenderContext(name, namespace, 1, fresh["metadata"].get("uid")))
+        except SpecError:
+            return None  # reconcile reports it; nothing to scale from an invalid spec
+        child_name = dns_label(name)
+        child_obj = kube.get("apps/v1", "Deployment", namespace, child_name)
+        if child_obj is None:
+            return None
+        child = ChildDeployment.from_object(child_obj)
+        auto = spec.autoscaling
+        names = metric_names(VersionLine.parse(rendered.plan.vllm_version))
+        targets = Targets(
+            min_replicas=auto.min_replicas,
+            max_replicas=auto.max_replicas,
+            queue_wait_p90_seconds=auto.queue_wait_p90_seconds,
+            kv_cache_usage=auto.kv_cache_usage_target,
+            slots_per_replica=rendered.plan.max_num_seqs,
+            stabilization_seconds=auto.scale_down_stabilization_seconds,
+            max_scale_down_step=auto.max_scale_down_step,
+            scale_to_zero_after_seconds=auto.scale_to_zero_after_seconds,
+        )
+        signals = None
+        unavailable: tuple[str, str] | None = None
+        try:
+            url = auto.metrics.prometheus_url
+            if auto.metrics.source == "prometheus" or (auto.metrics.source == "auto" and url):
+                assert url is not None  # the CRD's CEL rule and the model both require it
+                signals = memory.prometheus_for(url).collect(namespace, child_name, names, auto.window_seconds)
+            else:
+                pods = _ready_pod_targets(kube, namespace, rendered.selector, spec.engine.port)
+                signals = memory.scrape.collect(f"{namespace}/{name}", pods, names, auto.window_seconds)
+        except MetricsUnavailable as exc:
+            unavailable = (exc.reason, exc.message)
+        decision = decide(
+            signals,
+            child.spec_replicas,
+            child.ready_replicas,
+            targets,
+            memory.states.get(key, ScaleState()),
+            time.monotonic(),
+            unknown_reason=f"metrics unavailable ({unavailable[0]})" if unavailable else "no metrics",
+        )
+        memory.states[key] = decision.state
+        if decision.replicas != child.spec_replicas:
+            ctx = RenderContext(name, namespace, decision.replicas, fresh["metadata"].get("uid"))
+            deployment = next(o for o in render_all(spec, ctx).objects if o["kind"] == "Deployment")
+            kube.apply(deployment)  # same manager, same object as reconcile: only replicas change
+            log.info("%s/%s: %s", namespace, name, decision.reason)
+        previous = _previous_status(fresh)
+        status = autoscaled_status(
+            previous,
+            int(fresh["metadata"].get("generation") or 0),
+            now or datetime.now(UTC),
+            child.spec_replicas,
+            decision.replicas,
+            decision.reason,
+            signals,
+            unavailable,
+        )
+        if status.wire() != previous.wire():
+            kube.patch_status(
+                namespace,
+                name,
+                _status_patch(fresh.get("status") or {}, status.wire()),
+                resource_version=fresh["metadata"].get("resourceVersion"),
+            )
+            if decision.replicas != child.spec_replicas:
+                _post(post_event, fresh, EventNote("Normal", "Scaled", decision.reason))
+            before_cond = condition(previous, METRICS_AVAILABLE)
+            after_cond = condition(status, METRICS_AVAILABLE)
+            if after_cond and after_cond.status == "False" and (before_cond is None or before_cond.status != "False"):
+                _post(post_event, fresh, EventNote("Warning", "MetricsUnavailable", after_cond.message[:1024]))
+        return decision

@@ -33,6 +33,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.networking.request_timeout = 60
     settings.execution.max_workers = 8
     memo.kube = Kube()
+    memo.autoscaler = handlers.AutoscalerMemory()
     if not CONFIG.standalone:
         ensure_peering(memo.kube, CONFIG.peering_name, CONFIG.namespaces)
 
@@ -54,6 +55,18 @@ def reconcile_llmdeployment(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 @kopf.timer(GROUP, VERSION, PLURAL, interval=CONFIG.resync_seconds, initial_delay=CONFIG.resync_seconds)
 def repair_drift(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _reconcile(body, memo)
+
+
+def _autoscaling_enabled(spec: kopf.Spec, **_: Any) -> bool:
+    return bool((spec.get("autoscaling") or {}).get("enabled"))
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=CONFIG.autoscale_seconds, when=_autoscaling_enabled)
+def autoscale(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    try:
+        handlers.autoscale(handlers.plain(body), memo.kube, memo.autoscaler, kopf.event)
+    except TransientError as exc:
+        logger.warning("autoscaler pass skipped (next one in %ss): %s", CONFIG.autoscale_seconds, exc)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)

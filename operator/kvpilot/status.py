@@ -245,3 +245,54 @@ def events_for(before: LLMDeploymentStatus, after: LLMDeploymentStatus, created:
         kind = "Normal" if ready_after.status == "True" else "Warning"
         notes.append(EventNote(kind, "Ready" if ready_after.status == "True" else "NotReady", ready_after.message))
     return notes
+
+
+METRICS_AVAILABLE = "MetricsAvailable"
+HISTORY_LENGTH = 10
+
+
+def autoscaled_status(
+    previous: LLMDeploymentStatus,
+    generation: int,
+    now: datetime,
+    replicas_before: int,
+    replicas_after: int,
+    reason: str,
+    signals: Any,
+    unavailable: tuple[str, str] | None,
+) -> LLMDeploymentStatus:
+    """The status after one autoscaler pass: desired replicas, metrics, MetricsAvailable, scale history."""
+    from kvpilot.api.v1alpha1 import MetricsStatus, ScaleEvent
+
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if unavailable is None:
+        cond_status, cond_reason, message = "True", "MetricsRead", f"read from {signals.replicas_reporting} replicas"
+        metrics = MetricsStatus(
+            kv_cache_usage_percent=round(signals.kv_usage_mean * 100) if signals.kv_usage_mean is not None else None,
+            queue_wait_p90_seconds=round(signals.queue_wait_p90, 2) if signals.queue_wait_p90 is not None else None,
+            requests_running=signals.running,
+            requests_waiting=signals.waiting,
+        )
+    else:
+        cond_status, (cond_reason, message) = "False", unavailable
+        metrics = MetricsStatus()  # unknown is not zero: clear the numbers rather than keep stale ones
+    before = next((c for c in previous.conditions if c.type == METRICS_AVAILABLE), None)
+    since = before.last_transition_time if before is not None and before.status == cond_status else stamp
+    cond = Condition(
+        type=METRICS_AVAILABLE,
+        status=cond_status,
+        reason=cond_reason,
+        message=message[:32768],
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+    conditions = [c for c in previous.conditions if c.type != METRICS_AVAILABLE] + [cond]
+    update: dict[str, Any] = {"conditions": conditions, "desired_replicas": replicas_after, "metrics": metrics}
+    if replicas_after != replicas_before:
+        event = ScaleEvent(time=stamp, from_replicas=replicas_before, to_replicas=replicas_after, reason=reason[:1024])
+        update.update(
+            last_scale_time=stamp,
+            last_scale_reason=reason[:1024],
+            scale_history=[*previous.scale_history, event][-HISTORY_LENGTH:],
+        )
+    return previous.model_copy(update=update)

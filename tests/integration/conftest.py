@@ -43,7 +43,9 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 @pytest.fixture(scope="session")
 def operator(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("operator"))
+    proc = OperatorProcess(
+        control_plane.kubeconfig, tmp_path_factory.mktemp("operator"), extra_args=("--autoscale-seconds", "2")
+    )
     proc.start()
     yield proc
     proc.stop()

@@ -26,7 +26,10 @@ def sig(
     reporting: int = 3,
     finished: float | None = 1.0,
 ) -> FleetSignals:
-    return FleetSignals(reporting, kv, kv, waiting, running, queue, None, finished, 0.0, 100.0)
+    # Buckets like vLLM's: a p90 under 0.3 s is only known to be under 0.3 s.
+    bound = None if queue is None else next(b for b in (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 1e9) if queue <= b)
+    mean = None if queue is None else queue / 2
+    return FleetSignals(reporting, kv, kv, waiting, running, queue, bound, mean, None, finished, 0.0, 100.0)
 
 
 def run(
@@ -102,7 +105,8 @@ def test_a_recent_high_recommendation_blocks_scale_down() -> None:
 
 
 def test_scale_down_needs_every_signal_clear() -> None:
-    borderline = sig(kv=0.1, queue=0.4, running=2)  # queue at 80 % of SLO: no removal
+    borderline = sig(kv=0.1, queue=0.6, running=2)
+    borderline = replace(borderline, queue_wait_p90=0.45, queue_wait_p90_bound=0.5, queue_wait_mean=0.3)
     assert all(d.action != "down" for d in run([(borderline, 4, 4)] * 40))
     starting = sig(kv=0.1, queue=0.01, running=2)
     assert all(d.action != "down" for d in run([(starting, 4, 3)] * 40))
@@ -134,3 +138,9 @@ def test_scale_to_zero_after_idle_only_when_enabled() -> None:
 def test_deterministic() -> None:
     seq = [(sig(queue=q), 3, 3) for q in (0.2, 0.9, 0.3, 0.1, 0.05)]
     assert run(seq) == run(seq)
+
+
+def test_coarse_buckets_do_not_block_scale_down() -> None:
+    # Fast requests in vLLM's first bucket read as p90 ≈ 0.27 s; bound 0.3 s and the mean prove it small.
+    fast = replace(sig(kv=0.1, running=2), queue_wait_p90=0.27, queue_wait_p90_bound=0.3, queue_wait_mean=0.01)
+    assert any(d.action == "down" for d in run([(fast, 3, 3)] * 40))

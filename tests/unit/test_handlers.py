@@ -121,9 +121,8 @@ def test_pod_monitor_is_pruned_when_turned_off() -> None:
     make(kube, observability={"podMonitor": True})
     reconcile(current(kube), kube, None, NOW)
     assert ("PodMonitor", "ns", "m") in kube.objects
-    body = current(kube)
-    body["spec"]["observability"] = {"podMonitor": False}
-    reconcile(body, kube, None, NOW)
+    kube.objects[("LLMDeployment", "ns", "m")]["spec"]["observability"] = {"podMonitor": False}
+    reconcile(current(kube), kube, None, NOW)
     assert ("PodMonitor", "ns", "m") not in kube.objects
 
 

@@ -91,6 +91,9 @@ def test_histogram_quantile_matches_promql() -> None:
     assert h.quantile(0.9) == pytest.approx(0.46)
     assert Histogram(((1.0, 0.0), (float("inf"), 0.0)), 0, 0).quantile(0.9) is None
     assert Histogram(((1.0, 0.0), (float("inf"), 5.0)), 5, 50).quantile(0.9) == 1.0
+    assert h.quantile_bound(0.9) == 0.5 and h.mean == 0.25
+    fast = Histogram(((0.3, 10.0), (0.5, 10.0), (float("inf"), 10.0)), 10, 0.1)
+    assert fast.quantile(0.9) == pytest.approx(0.27) and fast.quantile_bound(0.9) == 0.3
 
 
 def test_windows_use_deltas_and_survive_restarts() -> None:

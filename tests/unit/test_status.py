@@ -154,3 +154,11 @@ def test_desired_replicas() -> None:
 def test_status_patch_removes_dropped_keys_and_plain_copies() -> None:
     assert _status_patch({"a": 1, "b": 2}, {"a": 3}) == {"b": None, "a": 3}
     assert plain({"x": ({"y": 1},)}) == {"x": [{"y": 1}]}
+
+
+def test_status_patch_nulls_nested_keys() -> None:
+    before = {"metrics": {"kvCacheUsagePercent": 50, "requestsRunning": 8}, "replicas": 2}
+    assert _status_patch(before, {"metrics": {}, "replicas": 2}) == {
+        "metrics": {"kvCacheUsagePercent": None, "requestsRunning": None},
+        "replicas": 2,
+    }

@@ -20,7 +20,7 @@ PANIC_QUEUE_RATIO = 3.0  # queue wait three times the SLO: jump, don't crawl
 PANIC_FACTOR = 2.0
 SLOT_TARGET = 0.9  # batch slots busy before waiting requests count as pressure
 DOWN_HEADROOM = 0.8  # after a scale-down every signal must sit under 80 % of its target
-QUEUE_DOWN_RATIO = 0.5  # queue wait must be under half the SLO to remove capacity
+QUEUE_DOWN_RATIO = 0.5  # mean queue wait must be under half the SLO to remove capacity
 
 
 @dataclass(frozen=True)
@@ -137,12 +137,14 @@ def decide(
     ):
         needed = 0
     history = (*history, (now, needed))
-    safe_to_shrink = (
-        starting == 0
-        and kv_ratio is not None
-        and (queue_ratio is None or queue_ratio <= QUEUE_DOWN_RATIO)
-        and signals.waiting == 0
+    # The p90's bucket edge must be inside the SLO and the mean well under it: histogram buckets are
+    # coarse (vLLM's start at 0.3 s), so an interpolated p90 cannot prove a small queue on its own.
+    queue_clear = queue is None or (
+        signals.queue_wait_p90_bound is not None
+        and signals.queue_wait_p90_bound <= targets.queue_wait_p90_seconds
+        and (signals.queue_wait_mean or 0.0) <= QUEUE_DOWN_RATIO * targets.queue_wait_p90_seconds
     )
+    safe_to_shrink = starting == 0 and kv_ratio is not None and queue_clear and signals.waiting == 0
     window_covered = any(t <= window_start + 1e-9 for t, _ in state.recommendations)
     next_state = ScaleState(history, idle_since, state.last_change)
     if needed >= current or not safe_to_shrink or not window_covered:

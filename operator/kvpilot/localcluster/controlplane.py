@@ -935,8 +935,9 @@ class ControlPlane:
                 f"--config={stages}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION[0]}={KWOK_NODE_ANNOTATION[1]}",
-                "--cidr=10.0.0.0/16",
-                "--node-ip=10.0.0.1",
+                # Pod IPs on loopback: tests serve vLLM metrics there, and nothing leaves this machine.
+                "--cidr=127.1.0.0/16",
+                "--node-ip=127.1.0.1",
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{ports['kwok']}",
             ],

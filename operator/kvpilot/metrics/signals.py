@@ -66,6 +66,8 @@ class FleetSignals:
     waiting: float
     running: float
     queue_wait_p90: float | None  # None: nobody left the queue in the window
+    queue_wait_p90_bound: float | None  # upper edge of the p90's bucket
+    queue_wait_mean: float | None
     ttft_p90: float | None
     finished_per_second: float | None
     preemptions_per_second: float | None
@@ -99,6 +101,8 @@ def fleet_signals(windows: list[ReplicaWindow]) -> FleetSignals:
         waiting=sum(w.waiting for w in windows),
         running=sum(w.running for w in windows),
         queue_wait_p90=queue.quantile(0.9) if queue else None,
+        queue_wait_p90_bound=queue.quantile_bound(0.9) if queue else None,
+        queue_wait_mean=queue.mean if queue else None,
         ttft_p90=ttft.quantile(0.9) if ttft else None,
         finished_per_second=rate([w.finished / w.seconds for w in timed]),
         preemptions_per_second=rate([w.preemptions / w.seconds for w in timed]),
