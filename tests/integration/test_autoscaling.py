@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,6 +28,14 @@ def ns(control_plane: ControlPlane) -> str:
     name = f"a-{uuid.uuid4().hex[:8]}"
     control_plane.kubectl("create", "namespace", name, check=True)
     return name
+
+
+@pytest.fixture
+def prometheus_binary() -> str:
+    path = shutil.which("prometheus")
+    if path is None:
+        pytest.skip("prometheus is not installed: `apt-get install prometheus` (.ci/run does it)")
+    return path
 
 
 @pytest.fixture
@@ -84,7 +93,13 @@ def ready_pods(api: Any, ns: str, name: str) -> list[Any]:
 
 
 def test_prometheus_drives_scale_up_hold_and_scale_down(
-    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str, fakes: list[FakeVllm], tmp_path: Path
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    api: Any,
+    ns: str,
+    fakes: list[FakeVllm],
+    tmp_path: Path,
+    prometheus_binary: str,
 ) -> None:
     name = "promscaled"
     # Prometheus needs its port before the LLMDeployment names it; targets are filled in once the pod runs.
