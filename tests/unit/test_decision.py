@@ -46,17 +46,27 @@ def run(
     return out
 
 
-def test_queue_breach_scales_up_proportionally_with_a_reason() -> None:
+def test_queue_breach_adds_capacity_with_a_reason() -> None:
     d = decide(sig(queue=1.2), 3, 3, T, ScaleState(), 0)
-    assert (d.action, d.replicas) == ("up", 8)  # ceil(3 × 1.2 / 0.5)
-    assert d.reason == "queue wait p90 1.2 s > SLO 0.5 s on 3 ready replicas → 8"
+    assert (d.action, d.replicas) == ("up", 4)  # no backlog to size from: one more replica
+    assert d.reason == "queue wait p90 1.2 s > SLO 0.5 s on 3 ready replicas → 4"
 
 
-def test_panic_on_a_large_breach_at_least_doubles() -> None:
+def test_saturated_fleet_is_sized_from_its_measured_service_rate() -> None:
+    # Two saturated replicas finish 10 req/s (5 each); the queue grew by 30 in the last 10 s: 13 req/s arrive.
+    first = decide(sig(queue=0.8, waiting=20, running=256, finished=10.0), 2, 2, T, ScaleState(), 0)
+    second = decide(sig(queue=0.8, waiting=50, running=256, finished=10.0), 2, 2, T, first.state, 10)
+    assert second.replicas == 4  # ceil(13 / (5 × 0.85))
+
+
+def test_panic_on_a_large_breach_at_least_doubles_but_never_runs_away() -> None:
     d = decide(sig(queue=1.6, kv=0.5), 2, 2, T, ScaleState(), 0)
-    assert d.replicas == 7 and "(panic)" in d.reason
+    assert d.replicas == 4 and "(panic)" in d.reason
     small = decide(sig(queue=0.6), 4, 4, T, ScaleState(), 0)
     assert small.replicas == 5 and "panic" not in small.reason
+    before = decide(sig(queue=100.0, waiting=100, running=128, finished=1.0), 1, 1, T, ScaleState(), 0)
+    huge = decide(sig(queue=100.0, waiting=5000, running=128, finished=1.0), 1, 1, T, before.state, 10)
+    assert huge.replicas == 5  # 491 req/s estimated, but at most double plus four per decision
 
 
 def test_kv_breach_alone_scales_up() -> None:

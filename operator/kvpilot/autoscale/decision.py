@@ -18,6 +18,8 @@ Action = Literal["up", "down", "hold", "unknown"]
 
 PANIC_QUEUE_RATIO = 3.0  # queue wait three times the SLO: jump, don't crawl
 PANIC_FACTOR = 2.0
+RATE_TARGET = 0.85  # plan for replicas busy at 85 % of their measured service rate
+MAX_GROWTH = 2.0  # one decision at most doubles the fleet (plus 4): estimates are noisy under overload
 SLOT_TARGET = 0.9  # batch slots busy before waiting requests count as pressure
 DOWN_HEADROOM = 0.8  # after a scale-down every signal must sit under 80 % of its target
 QUEUE_DOWN_RATIO = 0.5  # mean queue wait must be under half the SLO to remove capacity
@@ -42,6 +44,7 @@ class ScaleState:
     recommendations: tuple[tuple[float, int], ...] = ()
     idle_since: float | None = None
     last_change: float | None = None
+    last_waiting: tuple[float, float] | None = None  # (time, waiting) at the previous decision
 
 
 @dataclass(frozen=True)
@@ -109,20 +112,36 @@ def decide(
             )
         )
 
+    observed = (now, signals.waiting)
     if breaches:
-        ratio, what = max(breaches)
+        _, what = max(breaches)
+        wanted = ready + 1 if queue_ratio is not None and queue_ratio > 1 else 0
+        if kv_ratio is not None and kv_ratio > 1:
+            wanted = max(wanted, math.ceil(base * kv_ratio))
+        service = signals.finished_per_second
+        if signals.waiting > 0 and service and ready:
+            # Saturated replicas finish at their capacity: arrivals ≈ completions + queue growth.
+            growth = 0.0
+            if state.last_waiting is not None and now > state.last_waiting[0]:
+                growth = max(0.0, (signals.waiting - state.last_waiting[1]) / (now - state.last_waiting[0]))
+            per_replica = service / ready
+            wanted = max(wanted, math.ceil((service + growth) / (per_replica * RATE_TARGET)))
+        elif signals.waiting > 0:
+            wanted = max(wanted, math.ceil(base * slot_ratio))
         panic = queue_ratio is not None and queue_ratio >= PANIC_QUEUE_RATIO
-        factor = max(ratio, PANIC_FACTOR) if panic else ratio
-        wanted = _clamp(math.ceil(base * factor), targets)
+        if panic:
+            wanted = max(wanted, math.ceil(base * PANIC_FACTOR))
+        wanted = min(wanted, max(math.ceil(current * MAX_GROWTH), current + 4))
+        wanted = _clamp(max(wanted, 1), targets)
         record = ((now, wanted),)
         if wanted <= current:
             if current >= targets.max_replicas:
                 why = f"{what} on {ready} ready replicas; pinned at maxReplicas {targets.max_replicas}"
             else:
                 why = f"{what} on {ready} ready replicas; the {starting} starting will absorb it"
-            return Decision(current, "hold", why, ScaleState(history + record, None, state.last_change))
+            return Decision(current, "hold", why, ScaleState(history + record, None, state.last_change, observed))
         why = f"{what} on {ready} ready replicas → {wanted}" + (" (panic)" if panic else "")
-        return Decision(wanted, "up", why, ScaleState(history + record, None, now))
+        return Decision(wanted, "up", why, ScaleState(history + record, None, now, observed))
 
     # No breach. How many replicas would carry this load with headroom?
     idle = signals.running == 0 and signals.waiting == 0 and not signals.finished_per_second
@@ -146,7 +165,7 @@ def decide(
     )
     safe_to_shrink = starting == 0 and kv_ratio is not None and queue_clear and signals.waiting == 0
     window_covered = any(t <= window_start + 1e-9 for t, _ in state.recommendations)
-    next_state = ScaleState(history, idle_since, state.last_change)
+    next_state = ScaleState(history, idle_since, state.last_change, observed)
     if needed >= current or not safe_to_shrink or not window_covered:
         n = _clamp(current, targets)
         if n != current:
@@ -178,4 +197,4 @@ def decide(
         f"{kv_text}, {queue_text}, {signals.running:.0f} running on {ready} replicas for "
         f"{targets.stabilization_seconds:.0f} s → {target}"
     )
-    return Decision(target, "down", why, ScaleState(history, idle_since, now))
+    return Decision(target, "down", why, ScaleState(history, idle_since, now, observed))
