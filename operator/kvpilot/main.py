@@ -13,10 +13,22 @@ import kopf
 from kvpilot import handlers
 from kvpilot.api.v1alpha1 import GROUP, PLURAL, VERSION
 from kvpilot.config import CONFIG
-from kvpilot.errors import TransientError
+from kvpilot.errors import KvpilotError, TransientError
 from kvpilot.kube import Kube, ensure_peering
 
 MANAGED = {"app.kubernetes.io/managed-by": "kvpilot"}
+
+
+class _QuietTimers(logging.Filter):
+    """Drop kopf's "Timer '…' succeeded" lines: they repeat for every object every period."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno <= logging.INFO and str(record.msg).startswith("Timer ") and "succeeded" in str(record.msg)
+        )
+
+
+logging.getLogger("kopf.objects").addFilter(_QuietTimers())
 
 
 @kopf.on.startup()
@@ -74,5 +86,5 @@ def autoscale(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -
 def child_changed(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     try:
         handlers.reconcile_owner_of(handlers.plain(body), memo.kube, kopf.event)
-    except TransientError as exc:
+    except KvpilotError as exc:  # transient or not, the resync timer retries; one line, no traceback
         logger.warning("child event not acted on (the resync timer will): %s", exc)

@@ -97,7 +97,9 @@ def test_create_gives_deployment_service_and_status(
     assert condition(obj, "SpecValid")["reason"] == "Planned"  # type: ignore[index]
     assert "kopf" not in st  # handler results do not leak into status
     pods = client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=st["selector"]).items
-    assert len(pods) == 2 and all(p.spec.node_name.startswith("gpu-") for p in pods)
+    nodes = {p.spec.node_name for p in pods}
+    products = {client.CoreV1Api(api).read_node(n).metadata.labels["nvidia.com/gpu.product"] for n in nodes}
+    assert len(pods) == 2 and products == {"NVIDIA-H100-80GB-HBM3"}
     events = control_plane.kubectl("get", "events", "-n", ns, "-o", "json", check=True).stdout
     assert '"Planned"' in events and '"Applied"' in events
 
@@ -330,26 +332,32 @@ def test_examples_are_accepted_by_the_api_server(control_plane: ControlPlane, ns
 def test_two_replicas_elect_one_and_the_other_takes_over(
     control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str, tmp_path: Any
 ) -> None:
+    mark = len(operator.log_text())
     second = OperatorProcess(control_plane.kubeconfig, tmp_path, resync_seconds=operator.resync_seconds).start()
     try:
         # The replica with the higher random priority acts. A newcomer starts paused and stays silent if it
         # loses; if it wins it logs "Resuming" and the incumbent logs "Pausing operations in favour of".
         time.sleep(10)
-        if "Resuming operations" in second.tail(400):
-            eventually(lambda: "Pausing operations in favour of" in operator.tail(400), 30, what="incumbent pauses")
+        if "Resuming operations" in second.log_text():
+            eventually(
+                lambda: "Pausing operations in favour of" in operator.log_text()[mark:], 30, what="incumbent pauses"
+            )
             active, paused = second, operator
         else:
             active, paused = operator, second
         apply(control_plane, llmd("peer-a", ns))
         wait_ready(api, ns, "peer-a")
-        assert f"[{ns}/peer-a]" in active.tail(400)
-        assert f"[{ns}/peer-a]" not in paused.tail(400)
+        assert f"[{ns}/peer-a]" in active.log_text()
+        assert f"[{ns}/peer-a]" not in paused.log_text()
 
+        resumed_from = len(paused.log_text())
         active.stop(kill=True)  # its peering entry expires after kopf's 60 s lifetime
-        eventually(lambda: "Resuming operations" in paused.tail(400), 120, what="the paused replica to resume")
+        eventually(
+            lambda: "Resuming operations" in paused.log_text()[resumed_from:], 120, what="the paused replica to resume"
+        )
         apply(control_plane, llmd("peer-b", ns))
         wait_ready(api, ns, "peer-b")
-        assert f"[{ns}/peer-b]" in paused.tail(400)
+        assert f"[{ns}/peer-b]" in paused.log_text()
     finally:
         second.stop()
         if not operator.alive():

@@ -72,5 +72,8 @@ class OperatorProcess:
             return ""
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
