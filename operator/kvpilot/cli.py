@@ -208,6 +208,47 @@ def cmd_catalog(args: argparse.Namespace, out: TextIO) -> None:
             out.write(f"  {alias} ({quant})\n")
 
 
+def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
+    from kvpilot.simulate.compare import compare
+    from kvpilot.simulate.engine import SimConfig
+    from kvpilot.simulate.traces import compress, load_trace
+
+    try:
+        requests = compress(load_trace(Path(args.trace)), args.speedup)
+    except (OSError, ValueError, KeyError) as exc:
+        raise SpecError(f"cannot read trace {args.trace}: {exc}", path="") from None
+    if args.limit_seconds:
+        requests = [r for r in requests if r.arrival < args.limit_seconds]
+    spec_data = None
+    if args.file:
+        _, doc = next(_documents(args.file))
+        spec_data = parse_llmdeployment(doc).spec.wire()
+    cfg = SimConfig(cold_start_seconds=args.cold_start, slo_queue_seconds=args.slo)
+    rows, results = compare(requests, spec_data, cfg, only=None if args.compare else ["kvpilot"])
+    if args.png:
+        from kvpilot.simulate.plot import plot
+
+        plot(results, Path(args.png), f"{Path(args.trace).name} ×{args.speedup:g}")
+    if args.output == "json":
+        out.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        out.write(format_table(rows))
+    return 0
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = f"{'policy':<18}{'GPU-h':>8}{'vs static':>10}{'vs oracle':>10}{'SLO ok':>9}{'p99 wait':>10}{'p90 TTFT':>10}"
+    head += f"{'scale ev':>9}{'flaps':>6}\n"
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r['policy']:<18}{r['gpu_hours']:>8.2f}{r['vs_static_peak']:>10.2f}{r['vs_oracle']:>10.2f}"
+            f"{r['slo_attainment'] * 100:>8.2f}%{r['p99_queue_wait_s']:>9.1f}s{r['p90_ttft_s']:>9.1f}s"
+            f"{r['scale_events']:>9}{r['flaps']:>6}\n"
+        )
+    return "".join(lines)
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     if args.offline:
         args.output, args.namespace, args.config, args.hub = "table", None, None, False
@@ -252,6 +293,17 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = sub.add_parser("catalog", help="list the GPUs or models kvpilot knows")
     catalog.add_argument("what", choices=["gpus", "models"])
     catalog.set_defaults(func=cmd_catalog)
+    simulate = sub.add_parser("simulate", help="replay a request trace against simulated vLLM replicas")
+    simulate.add_argument("--trace", required=True, help="Azure LLM CSV, BurstGPT CSV or Mooncake JSONL trace")
+    simulate.add_argument("-f", "--file", help="LLMDeployment whose model, GPU and autoscaling to simulate")
+    simulate.add_argument("--compare", action="store_true", help="run every baseline policy beside kvpilot")
+    simulate.add_argument("--speedup", type=float, default=1.0, help="replay arrivals N times faster")
+    simulate.add_argument("--limit-seconds", type=float, help="only the first N seconds (after speedup)")
+    simulate.add_argument("--cold-start", type=float, default=180.0, help="replica cold start, seconds")
+    simulate.add_argument("--slo", type=float, default=2.0, help="queue-wait SLO per request, seconds")
+    simulate.add_argument("--png", help="draw replicas vs load to this PNG (needs matplotlib)")
+    simulate.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    simulate.set_defaults(func=cmd_simulate)
     demo = sub.add_parser(
         "demo", help="run a local control plane with simulated GPU nodes and the operator, and apply an example"
     )

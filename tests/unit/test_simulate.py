@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import io
+import json
+from pathlib import Path
+
 import pytest
 
 from kvpilot.api.v1alpha1 import LLMDeploymentSpec
 from kvpilot.catalog.gpus import get_gpu
 from kvpilot.catalog.models import lookup_model
+from kvpilot.cli import main
 from kvpilot.pipeline import render_all
 from kvpilot.render.objects import RenderContext
 from kvpilot.simulate.engine import SimConfig, simulate
 from kvpilot.simulate.perf import ReplicaModel
-from kvpilot.simulate.traces import Request
+from kvpilot.simulate.traces import Request, load_trace, synthesize
 
 MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
 
@@ -65,3 +70,54 @@ def test_overload_queues_and_scale_up_pays_cold_start() -> None:
     grow = simulate(burst, replica("H100-80GB-SXM", 16), lambda obs: 4, "grow", SimConfig(cold_start_seconds=60))
     assert grow.scale_events and grow.scale_events[0][1:] == (1, 4)
     assert grow.waits()[int(0.9 * len(burst))] < one.waits()[int(0.9 * len(burst))]
+
+
+def _azure_csv(path: Path, rows: list[tuple[float, int, int]]) -> Path:
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    for t, i, o in rows:
+        whole = int(t)
+        lines.append(f"2023-11-16 18:{whole // 60:02d}:{whole % 60:02d}.{int((t % 1) * 1e7):07d},{i},{o}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_trace_formats(tmp_path: Path) -> None:
+    azure = load_trace(_azure_csv(tmp_path / "a.csv", [(0.5, 100, 10), (1.25, 200, 20)]))
+    assert [(r.arrival, r.input_tokens) for r in azure] == [(0.0, 100), (0.75, 200)]
+    moon = tmp_path / "m.jsonl"
+    moon.write_text(
+        '{"timestamp": 1000, "input_length": 5, "output_length": 6, "hash_ids": []}\n'
+        '{"timestamp": 3500, "input_length": 7, "output_length": 8, "hash_ids": []}\n'
+    )
+    assert [(r.arrival, r.output_tokens) for r in load_trace(moon)] == [(0.0, 6), (2.5, 8)]
+    with pytest.raises(ValueError, match="not an Azure"):
+        (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+        load_trace(tmp_path / "x.csv")
+
+
+def test_synthesized_shape_follows_the_rates() -> None:
+    shape = [(0.0, 1.0), (600.0, 3.0), (1200.0, 1.0)]
+    reqs = synthesize(shape, [Request(0, 10, 5)], peak_rps=30.0, window_seconds=600, seconds_per_window=100)
+    per_window = [sum(1 for r in reqs if w * 100 <= r.arrival < (w + 1) * 100) for w in range(3)]
+    assert 2700 < per_window[1] < 3300 and 800 < per_window[0] < 1200  # 30 req/s at the peak, 10 outside
+
+
+def test_simulate_cli_compares_policies(tmp_path: Path) -> None:
+    rows = [(i * 0.05, 800, 60) for i in range(2400)]  # 20 req/s for two minutes
+    trace = _azure_csv(tmp_path / "t.csv", rows)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["simulate", "--trace", str(trace), "--compare", "-o", "json", "--cold-start", "30"], out, err)
+    assert code == 0, err.getvalue()
+    table = {r["policy"]: r for r in json.loads(out.getvalue())}
+    assert set(table) >= {
+        "static-peak",
+        "hpa-waiting",
+        "keda-waiting",
+        "knative-kpa",
+        "aibrix-apa-kv0.5",
+        "llm-d-saturation",
+        "kvpilot",
+        "oracle",
+    }
+    assert table["static-peak"]["vs_static_peak"] == 1.0 and table["oracle"]["vs_oracle"] == 1.0
+    assert all(0 <= r["slo_attainment"] <= 1 and r["gpu_hours"] > 0 for r in table.values())

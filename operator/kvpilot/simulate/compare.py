@@ -158,7 +158,8 @@ def compare(
     for name, policy in policies.items():
         if only and name not in only and name not in ("static-peak", "oracle"):
             continue
-        initial = peak if name in ("static-peak",) else schedule[0] if name == "oracle" else 1
+        # Every policy starts warm, with what the first window needs: the trace begins mid-traffic.
+        initial = peak if name == "static-peak" else schedule[0]
         result = simulate(requests, model, policy, name, SimConfig(**{**cfg.__dict__, "initial_replicas": initial}))
         results[name] = result
         rows.append(summarize(result, cfg, targets.stabilization_seconds))

@@ -212,9 +212,10 @@ def simulate(requests: list[Request], model: ReplicaModel, policy: Policy, name:
         for r in replicas:
             r.run_until(t_next, admitted, finished)
         t = t_next
-        for r in live():
-            while pending and r.ready_at <= t:
-                r.waiting.append(pending.popleft())
+        if pending and any(r.ready_at <= t for r in live()):
+            for waiting_request in list(pending):
+                pending.popleft()
+                route(waiting_request, t)
         for a in admitted:
             at = a.admitted_at if a.admitted_at is not None else t
             admitted_log.append((at, at - a.req.arrival))

@@ -53,7 +53,8 @@ def load_burstgpt(path: Path) -> list[Request]:
 
 def load_trace(path: Path) -> list[Request]:
     """Pick the reader from the file's first line."""
-    first = path.open().readline()
+    with path.open() as f:
+        first = f.readline()
     if first.lstrip().startswith("{"):
         reqs = load_mooncake(path)
     elif "ContextTokens" in first:
