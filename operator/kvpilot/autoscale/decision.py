@@ -18,10 +18,12 @@ Action = Literal["up", "down", "hold", "unknown"]
 
 PANIC_QUEUE_RATIO = 3.0  # queue wait three times the SLO: jump, don't crawl
 PANIC_FACTOR = 2.0
-RATE_TARGET = 0.85  # plan for replicas busy at 85 % of their measured service rate
+RATE_TARGET = 0.75  # plan for replicas busy at 75 % of their measured service rate
 MAX_GROWTH = 2.0  # one decision at most doubles the fleet (plus 4): estimates are noisy under overload
-SLOT_TARGET = 0.9  # batch slots busy before waiting requests count as pressure
-DOWN_HEADROOM = 0.8  # after a scale-down every signal must sit under 80 % of its target
+# Up before saturation: a new replica takes minutes to start, so act while a quarter of the batch slots
+# (or of the measured service rate) is still free to absorb the growth meanwhile.
+SLOT_TARGET = 0.75
+DOWN_HEADROOM = 0.65  # after a scale-down every signal must sit under 65 % of its target
 QUEUE_DOWN_RATIO = 0.5  # mean queue wait must be under half the SLO to remove capacity
 
 
@@ -93,7 +95,9 @@ def decide(
     kv = signals.kv_usage_mean
     kv_ratio = kv / targets.kv_cache_usage if kv is not None else None
     slots = targets.slots_per_replica * max(ready, 1)
-    slot_ratio = (signals.running + signals.waiting) / (slots * SLOT_TARGET)
+    # Running sequences, not waiting ones: a backlog stays on the pod it was routed to, so new replicas
+    # only help with what keeps arriving. Its growth tells how fast that is (below).
+    slot_ratio = signals.running / (slots * SLOT_TARGET)
     queue = signals.queue_wait_p90
     queue_ratio = queue / targets.queue_wait_p90_seconds if queue is not None else None
     base = max(ready, 1)
@@ -103,14 +107,9 @@ def decide(
         breaches.append((queue_ratio, f"queue wait p90 {_fmt(queue)} s > SLO {_fmt(targets.queue_wait_p90_seconds)} s"))  # type: ignore[arg-type]
     if kv_ratio is not None and kv_ratio > 1:
         breaches.append((kv_ratio, f"KV cache {kv * 100:.0f} % > target {targets.kv_cache_usage * 100:.0f} %"))  # type: ignore[operator]
-    if signals.waiting > 0 and slot_ratio > 1:
-        breaches.append(
-            (
-                slot_ratio,
-                f"{signals.running:.0f} running + {signals.waiting:.0f} waiting > "
-                f"{SLOT_TARGET * 100:.0f} % of {slots} batch slots",
-            )
-        )
+    if slot_ratio > 1:
+        what = f"{signals.running:.0f} running > {SLOT_TARGET * 100:.0f} % of {slots} batch slots"
+        breaches.append((slot_ratio, what))
 
     observed = (now, signals.waiting)
     if breaches:
@@ -119,15 +118,14 @@ def decide(
         if kv_ratio is not None and kv_ratio > 1:
             wanted = max(wanted, math.ceil(base * kv_ratio))
         service = signals.finished_per_second
-        if signals.waiting > 0 and service and ready:
-            # Saturated replicas finish at their capacity: arrivals ≈ completions + queue growth.
-            growth = 0.0
-            if state.last_waiting is not None and now > state.last_waiting[0]:
-                growth = max(0.0, (signals.waiting - state.last_waiting[1]) / (now - state.last_waiting[0]))
-            per_replica = service / ready
-            wanted = max(wanted, math.ceil((service + growth) / (per_replica * RATE_TARGET)))
-        elif signals.waiting > 0:
-            wanted = max(wanted, math.ceil(base * slot_ratio))
+        growth = 0.0
+        if state.last_waiting is not None and now > state.last_waiting[0]:
+            growth = max(0.0, (signals.waiting - state.last_waiting[1]) / (now - state.last_waiting[0]))
+        # Little's law: at this batch occupancy replicas finish `service` req/s; arrivals are that plus the
+        # queue's growth, so the fleet needs occupancy × arrivals / completions, at the slot target.
+        rising = (service + growth) / service if service else 1.0
+        if signals.running > 0:
+            wanted = max(wanted, math.ceil(signals.running * rising / (targets.slots_per_replica * SLOT_TARGET)))
         panic = queue_ratio is not None and queue_ratio >= PANIC_QUEUE_RATIO
         if panic:
             wanted = max(wanted, math.ceil(base * PANIC_FACTOR))
@@ -164,7 +162,9 @@ def decide(
         and (signals.queue_wait_mean or 0.0) <= QUEUE_DOWN_RATIO * targets.queue_wait_p90_seconds
     )
     safe_to_shrink = starting == 0 and kv_ratio is not None and queue_clear and signals.waiting == 0
-    window_covered = any(t <= window_start + 1e-9 for t, _ in state.recommendations)
+    # A full window of low recommendations, all made since the last change: one step, then watch again.
+    since_change = state.last_change is None or state.last_change <= window_start + 1e-9
+    window_covered = since_change and any(t <= window_start + 1e-9 for t, _ in state.recommendations)
     next_state = ScaleState(history, idle_since, state.last_change, observed)
     if needed >= current or not safe_to_shrink or not window_covered:
         n = _clamp(current, targets)

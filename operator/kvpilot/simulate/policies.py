@@ -38,6 +38,9 @@ class Hpa:
 
     def __call__(self, obs: Observation) -> int:
         current = obs.replicas
+        if not self.history:
+            # The HPA was running before the trace began: its window already holds the current count.
+            self.history.append((obs.now - self.stabilization, current))
         if obs.fleet is None or obs.ready == 0:
             return max(current, self.min_replicas)
         average = obs.fleet.waiting / obs.ready
