@@ -84,16 +84,20 @@ def _status_patch(before: Obj, after: Obj) -> Obj:
     return patch
 
 
+def _fresh(kube: Kube, namespace: str, name: str) -> Obj | None:
+    """The object as it is now (another handler may have written it since kopf saw the event); None
+    once it is gone or being deleted."""
+    obj = kube.get_llmdeployment(namespace, name)
+    return None if obj is None or obj["metadata"].get("deletionTimestamp") else obj
+
+
 def reconcile(body: Obj, kube: Kube, post_event: Any = None, now: datetime | None = None) -> LLMDeploymentStatus | None:
     """One level-based pass over an LLMDeployment. Returns the status it wrote (or found current)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     with _lock(namespace, name):
-        # Read it again under the lock: the autoscaler may have written status since kopf saw the event.
-        fresh = kube.get_llmdeployment(namespace, name)
-        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-            return None
-        return _reconcile_locked(fresh, kube, post_event, now or datetime.now(UTC))
+        fresh = _fresh(kube, namespace, name)
+        return _reconcile_locked(fresh, kube, post_event, now or datetime.now(UTC)) if fresh else None
 
 
 def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> LLMDeploymentStatus:
@@ -182,10 +186,8 @@ def reconcile_owner_of(child: Obj, kube: Kube, post_event: Any = None) -> LLMDep
     owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "LLMDeployment"), None)
     if owner is None:
         return None
-    parent = kube.get_llmdeployment(meta["namespace"], owner["name"])
-    if parent is None or parent["metadata"].get("deletionTimestamp"):
-        return None
-    return reconcile(parent, kube, post_event)
+    parent = _fresh(kube, meta["namespace"], owner["name"])
+    return reconcile(parent, kube, post_event) if parent else None
 
 
 # ------------------------------------------------------------------------------------------ autoscaler
@@ -223,8 +225,8 @@ def autoscale(
     namespace, name = meta["namespace"], meta["name"]
     key = (namespace, name)
     with _lock(namespace, name):
-        fresh = kube.get_llmdeployment(namespace, name)
-        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+        fresh = _fresh(kube, namespace, name)
+        if fresh is None:
             memory.states.pop(key, None)
             return None
         try:
