@@ -32,7 +32,8 @@ def test_pure_core_does_not_import_the_shell() -> None:
     """Sizing, rendering and the API never reach for kopf, kubernetes or httpx."""
     code = (
         "import sys\n"
-        "import kvpilot.pipeline, kvpilot.api.crd, kvpilot.cli\n"
+        "import kvpilot.pipeline, kvpilot.api.crd, kvpilot.cli, kvpilot.status\n"
+        "import kvpilot.autoscale.decision, kvpilot.metrics.signals, kvpilot.simulate.compare\n"
         "bad = [m for m in ('kopf', 'kubernetes', 'httpx') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
