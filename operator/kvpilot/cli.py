@@ -249,6 +249,30 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "".join(lines)
 
 
+def cmd_vllm_flags(args: argparse.Namespace, out: TextIO) -> int:
+    from kvpilot.render.flags import flags_diff, flags_for
+    from kvpilot.versions import VersionLine
+
+    try:
+        lines = [VersionLine.parse(v) for v in args.versions]
+    except ValueError as exc:
+        raise SpecError(str(exc), path="") from None
+    if args.action == "list":
+        out.write("\n".join(flags_for(lines[0])) + "\n")
+        return 0
+    if len(lines) != 2:
+        raise SpecError("diff takes two versions, e.g. `kvpilot vllm-flags diff 0.10 0.33`", path="")
+    diff = flags_diff(lines[0], lines[1])
+    out.write(f"vLLM {lines[0]} → {lines[1]}\n")
+    for key in ("added", "removed"):
+        out.write(f"{key} ({len(diff[key])}):\n")
+        out.writelines(f"  {name}\n" for name in diff[key])
+    if diff["notes"]:
+        out.write("what to do instead:\n")
+        out.writelines(f"  {note}\n" for note in diff["notes"])
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     if args.offline:
         args.output, args.namespace, args.config, args.hub = "table", None, None, False
@@ -304,6 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--png", help="draw replicas vs load to this PNG (needs matplotlib)")
     simulate.add_argument("-o", "--output", choices=["table", "json"], default="table")
     simulate.set_defaults(func=cmd_simulate)
+    flags = sub.add_parser("vllm-flags", help="the vLLM flags kvpilot knows per release line, or what changed")
+    flags.add_argument("action", choices=["list", "diff"])
+    flags.add_argument("versions", nargs="+", help="a release line (0.33) for list; two for diff")
+    flags.set_defaults(func=cmd_vllm_flags)
     demo = sub.add_parser(
         "demo", help="run a local control plane with simulated GPU nodes and the operator, and apply an example"
     )

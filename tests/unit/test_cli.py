@@ -126,3 +126,16 @@ def test_multi_document_files(tmp_path: Path) -> None:
 def test_demo_offline_plans_without_a_cluster() -> None:
     code, out, _ = run("demo", "--offline")
     assert code == 0 and "GPUs per replica  1 × L4" in out
+
+
+def test_vllm_flags_list_and_diff() -> None:
+    code, out, _ = run("vllm-flags", "diff", "0.10", "0.33")
+    assert code == 0
+    removed = out.split("removed")[1].split("what to do")[0]
+    assert "--swap-space" in removed and "--preemption-mode" in removed
+    assert "--disable-prefix-caching" in out.split("added")[1].split("removed")[0]
+    assert "--swap-space: removed in 0.18" in out
+    code, out, _ = run("vllm-flags", "list", "0.20")
+    assert code == 0 and "--disable-log-requests" not in out.split() and "--max-num-seqs" in out.split()
+    assert run("vllm-flags", "diff", "0.33")[0] == EXIT_SPEC
+    assert run("vllm-flags", "list", "latest")[0] == EXIT_SPEC

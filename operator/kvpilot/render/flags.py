@@ -204,3 +204,16 @@ def quantization_methods(line: VersionLine) -> tuple[str, ...]:
     if line <= _V("0.32"):
         methods += ["bitsandbytes", "gguf"]
     return tuple(methods)
+
+
+def flags_diff(old: VersionLine, new: VersionLine) -> dict[str, list[str]]:
+    """What changed on the command line between two release lines: added, removed, and (for removed
+    flags) what replaced them."""
+    before, after = set(flags_for(old)), set(flags_for(new))
+    removed = sorted(before - after)
+    notes = []
+    for name in removed:
+        record = flag_record(name)
+        if record and record.replacement:
+            notes.append(f"{name}: {record.replacement}")
+    return {"added": sorted(after - before), "removed": removed, "notes": notes}
