@@ -40,7 +40,7 @@ def workloads(quick: bool) -> list[tuple[str, list[Request], bool]]:
     mooncake = load_trace(TRACES / "mooncake" / "synthetic_trace.jsonl")
     shape = load_rate_shape(TRACES / "servegen_rates" / "servegen_aggregate_rate_10min.csv", "language/m-large")
     days = 1 if quick else 2
-    servegen = synthesize(shape[: 144 * days], code, peak_rps=40.0, window_seconds=600, seconds_per_window=60)
+    servegen = synthesize(shape[: 144 * days], code, peak_rps=40.0, seconds_per_window=60)
     out = [
         ("azure-conv x4", compress(conv, 4), False),
         ("azure-code x8", compress(code, 8), False),

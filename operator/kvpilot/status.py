@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kvpilot.api.v1alpha1 import Condition, LLMDeploymentStatus
+from kvpilot.api.v1alpha1 import Condition, LLMDeploymentStatus, MetricsStatus, ScaleEvent
 from kvpilot.errors import DoesNotFitError, SpecError
 from kvpilot.pipeline import Rendered
 
@@ -262,8 +262,6 @@ def autoscaled_status(
     unavailable: tuple[str, str] | None,
 ) -> LLMDeploymentStatus:
     """The status after one autoscaler pass: desired replicas, metrics, MetricsAvailable, scale history."""
-    from kvpilot.api.v1alpha1 import MetricsStatus, ScaleEvent
-
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     if unavailable is None:
         cond_status, cond_reason, message = "True", "MetricsRead", f"read from {signals.replicas_reporting} replicas"

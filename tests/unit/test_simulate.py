@@ -97,7 +97,7 @@ def test_trace_formats(tmp_path: Path) -> None:
 
 def test_synthesized_shape_follows_the_rates() -> None:
     shape = [(0.0, 1.0), (600.0, 3.0), (1200.0, 1.0)]
-    reqs = synthesize(shape, [Request(0, 10, 5)], peak_rps=30.0, window_seconds=600, seconds_per_window=100)
+    reqs = synthesize(shape, [Request(0, 10, 5)], peak_rps=30.0, seconds_per_window=100)
     per_window = [sum(1 for r in reqs if w * 100 <= r.arrival < (w + 1) * 100) for w in range(3)]
     assert 2700 < per_window[1] < 3300 and 800 < per_window[0] < 1200  # 30 req/s at the peak, 10 outside
 

@@ -15,7 +15,6 @@ class ApiModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
-        use_attribute_docstrings=False,
     )
 
     cel_rules: ClassVar[tuple[CelRule, ...]] = ()

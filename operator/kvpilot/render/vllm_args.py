@@ -98,7 +98,8 @@ def check_extra_args(args: list[str], settings: EngineSettings) -> list[FieldIss
             issues.append(FieldIssue(path, f"{arg!r} is not a flag and follows no flag that takes a value"))
             continue
         name, has_inline_value, _ = arg.partition("=")
-        name = name if name.startswith("--") is False else "--" + name[2:].replace("_", "-")
+        if name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")  # vLLM accepts --max_model_len too
         if name in SECRET_FLAGS:
             issues.append(FieldIssue(path, f"{name} would put a secret in the pod spec; use {SECRET_FLAGS[name]}"))
             continue

@@ -173,6 +173,11 @@ def _quantile_hist(waits: list[float]) -> Histogram | None:
     return Histogram(tuple(zip(bounds, cumulative, strict=True)), float(len(waits)), float(sum(waits)))
 
 
+def _due(t: float, period: float, tick: float) -> bool:
+    """Whether a ``period`` boundary falls in the tick that ends at ``t``."""
+    return t % period < tick - 1e-9 or math.isclose(t % period, period, abs_tol=1e-9)
+
+
 def simulate(requests: list[Request], model: ReplicaModel, policy: Policy, name: str, cfg: SimConfig) -> SimResult:
     sim = [SimRequest(r) for r in requests]
     replicas: list[Replica] = [Replica(i, model, 0.0, 0.0) for i in range(cfg.initial_replicas)]
@@ -236,7 +241,7 @@ def simulate(requests: list[Request], model: ReplicaModel, policy: Policy, name:
         while admitted_log and admitted_log[0][0] < t - cfg.window_seconds:
             admitted_log.popleft()
 
-        if math.isclose(t % cfg.scrape_seconds, 0, abs_tol=1e-6) or t % cfg.scrape_seconds < tick:
+        if _due(t, cfg.scrape_seconds, tick):
             ready = [r for r in live() if r.ready_at <= t]
             kv = tuple(r.used_blocks() / max(r.capacity_blocks, 1) for r in ready)
             waiting = tuple(float(len(r.waiting)) for r in ready)
@@ -259,9 +264,7 @@ def simulate(requests: list[Request], model: ReplicaModel, policy: Policy, name:
                     generation_tokens_per_second=None,
                 )
             last_obs = Observation(t, len(live()), len(ready), fleet, kv, waiting, running)
-        if last_obs is not None and (
-            math.isclose(t % cfg.sync_seconds, 0, abs_tol=1e-6) or t % cfg.sync_seconds < tick
-        ):
+        if last_obs is not None and _due(t, cfg.sync_seconds, tick):
             obs = Observation(
                 last_obs.now,
                 len(live()),

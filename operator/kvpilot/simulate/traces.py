@@ -86,7 +86,6 @@ def synthesize(
     shape: list[tuple[float, float]],
     lengths: list[Request],
     peak_rps: float,
-    window_seconds: float,
     seconds_per_window: float,
     seed: int = 7,
 ) -> list[Request]:
@@ -107,5 +106,4 @@ def synthesize(
                 break
             sample = lengths[rng.randrange(len(lengths))]
             out.append(Request(t, sample.input_tokens, sample.output_tokens))
-    del window_seconds
     return out

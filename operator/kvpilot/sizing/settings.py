@@ -79,11 +79,6 @@ class EngineSettings:
             return 2
         return self.dtype_bytes
 
-    def with_changes(self, **changes: object) -> EngineSettings:
-        from dataclasses import replace
-
-        return replace(self, **changes)  # type: ignore[arg-type]
-
 
 def resolve_version(spec: LLMDeploymentSpec) -> tuple[str, VersionLine]:
     engine = spec.engine
