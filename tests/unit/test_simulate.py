@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from kvpilot.catalog.models import lookup_model
 from kvpilot.cli import main
 from kvpilot.pipeline import render_all
 from kvpilot.render.objects import RenderContext
-from kvpilot.simulate.engine import SimConfig, simulate
+from kvpilot.simulate.engine import Replica, SimConfig, simulate
 from kvpilot.simulate.perf import ReplicaModel
 from kvpilot.simulate.traces import Request, load_trace, synthesize
 
@@ -70,6 +72,26 @@ def test_overload_queues_and_scale_up_pays_cold_start() -> None:
     grow = simulate(burst, replica("H100-80GB-SXM", 16), lambda obs: 4, "grow", SimConfig(cold_start_seconds=60))
     assert grow.scale_events and grow.scale_events[0][1:] == (1, 4)
     assert grow.waits()[int(0.9 * len(burst))] < one.waits()[int(0.9 * len(burst))]
+
+
+def test_decode_runs_match_stepping_one_token_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small KV cache forces preemptions too; the fast path must not change a single timestamp.
+    rng = random.Random(3)
+    reqs = sorted(
+        (Request(rng.uniform(0, 30), rng.randint(50, 3000), rng.randint(1, 1500)) for _ in range(300)),
+        key=lambda r: r.arrival,
+    )
+    model = dataclasses.replace(replica("H100-80GB-SXM", 32), kv_capacity_tokens=12_000)
+
+    def run() -> list[tuple[float | None, float | None, float | None, int]]:
+        result = simulate(reqs, model, lambda obs: 2, "fixed-2", SimConfig(initial_replicas=2))
+        return [(r.admitted_at, r.first_token_at, r.done_at, r.preemptions) for r in result.requests]
+
+    fast = run()
+    monkeypatch.setattr(Replica, "_decode_run", lambda self, t: self._step())
+    slow = run()
+    assert sum(p for *_, p in slow) > 0, "the case should exercise preemption"
+    assert fast == slow
 
 
 def _azure_csv(path: Path, rows: list[tuple[float, int, int]]) -> Path:

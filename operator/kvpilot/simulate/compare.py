@@ -88,25 +88,39 @@ def summarize(result: SimResult, cfg: SimConfig, stabilization: float) -> Row:
 
 def oracle_schedule(requests: list[Request], model: ReplicaModel, cfg: SimConfig, window: float) -> list[int]:
     """Per window, the fewest warm replicas that keep 99 % of that window's requests within the SLO,
-    found in hindsight by simulating each window on its own."""
+    found in hindsight by simulating each window on its own.
+
+    The search starts from the previous window's answer, since load moves little between windows, and
+    walks down while the SLO still holds, or up until it does.
+    """
     if not requests:
         return [1]
     horizon = requests[-1].arrival
+    chunks: list[list[Request]] = [[] for _ in range(int(horizon // window) + 1)]
+    for r in requests:
+        w = int(r.arrival // window)
+        chunks[w].append(Request(r.arrival - w * window, r.input_tokens, r.output_tokens))
+
+    def meets_slo(chunk: list[Request], n: int) -> bool:
+        run = simulate(chunk, model, static(n), "probe", SimConfig(**{**cfg.__dict__, "initial_replicas": n}))
+        waits = run.waits()
+        return sum(1 for x in waits if x <= cfg.slo_queue_seconds) >= 0.99 * len(waits)
+
     counts: list[int] = []
-    for w in range(int(horizon // window) + 1):
-        chunk = [
-            Request(r.arrival - w * window, r.input_tokens, r.output_tokens)
-            for r in requests
-            if w * window <= r.arrival < (w + 1) * window
-        ]
-        n = 1
-        while chunk and n < cfg.max_replicas:
-            run = simulate(chunk, model, static(n), "probe", SimConfig(**{**cfg.__dict__, "initial_replicas": n}))
-            waits = run.waits()
-            if sum(1 for x in waits if x <= cfg.slo_queue_seconds) >= 0.99 * len(waits):
-                break
-            n = n * 2 if n < 4 else n + max(1, n // 4)
+    guess = 1
+    for chunk in chunks:
+        n = guess
+        if not chunk:
+            n = 1
+        elif meets_slo(chunk, n):
+            while n > 1 and meets_slo(chunk, n - 1):
+                n -= 1
+        else:
+            while n < cfg.max_replicas and not meets_slo(chunk, n + 1):
+                n += 1
+            n = min(n + 1, cfg.max_replicas)
         counts.append(n)
+        guess = n
     return counts
 
 
