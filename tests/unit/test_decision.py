@@ -154,3 +154,23 @@ def test_coarse_buckets_do_not_block_scale_down() -> None:
     # Fast requests in vLLM's first bucket read as p90 ≈ 0.27 s; bound 0.3 s and the mean prove it small.
     fast = replace(sig(kv=0.1, running=2), queue_wait_p90=0.27, queue_wait_p90_bound=0.3, queue_wait_mean=0.01)
     assert any(d.action == "down" for d in run([(fast, 3, 3)] * 40))
+
+
+def test_prefill_bound_fleet_learns_its_saturation_throughput_and_never_shrinks_below_it() -> None:
+    # Short-output traffic saturates compute while KV and batch slots look idle (5 of 32 slots, KV 10 %).
+    breach = decide(sig(kv=0.1, queue=3.0, running=5, finished=24.0), 2, 2, T, ScaleState(), 0)
+    assert breach.state.capacity_per_replica == 12.0  # 24 req/s on 2 saturated replicas
+    # Later, at 4 replicas with the queue clear, the same 24 req/s need ceil(24 / (12 × 0.8)) = 3:
+    # KV and slots alone would have said 1.
+    calm = replace(breach.state, last_change=None)
+    decisions = run([(sig(kv=0.1, queue=0.1, running=5, finished=24.0), 4, 4)] * 60, state=calm)
+    assert {d.replicas for d in decisions} == {3, 4}  # `run` keeps offering 4: it steps to 3, never lower
+
+
+def test_learned_throughput_sizes_a_growing_backlog_in_one_step() -> None:
+    state = ScaleState(capacity_per_replica=10.0, last_waiting=(0, 0))
+    # 2 replicas finish 20 req/s and the queue grows 10/s: 30 req/s arrive, which needs 3 at 10 each.
+    d = decide(sig(kv=0.1, queue=1.5, running=5, waiting=100, finished=20.0), 2, 2, T, state, 10)
+    assert d.replicas == 4 and "(panic)" in d.reason  # queue at 3× SLO: panic doubles
+    d = decide(sig(kv=0.1, queue=1.0, running=5, waiting=300, finished=20.0), 2, 2, T, state, 10)
+    assert d.replicas == 5  # ceil((20 + 30) / 10): the backlog grows 30/s

@@ -18,7 +18,11 @@ Action = Literal["up", "down", "hold", "unknown"]
 
 PANIC_QUEUE_RATIO = 3.0  # queue wait three times the SLO: jump, don't crawl
 PANIC_FACTOR = 2.0
-RATE_TARGET = 0.75  # plan for replicas busy at 75 % of their measured service rate
+# A replica's saturation throughput is learned from breaches (below). Up sizes the fleet to carry the
+# arrivals at that throughput; a replica is only removed when the rest would stay under 80 % of it, so
+# an up is never undone by a down at the same load.
+RATE_DOWN_HEADROOM = 0.80
+CAPACITY_SMOOTHING = 0.5  # weight of the newest saturated-throughput sample
 MAX_GROWTH = 2.0  # one decision at most doubles the fleet (plus 4): estimates are noisy under overload
 # Up before saturation: a new replica takes minutes to start, so act while a quarter of the batch slots
 # (or of the measured service rate) is still free to absorb the growth meanwhile.
@@ -47,6 +51,10 @@ class ScaleState:
     idle_since: float | None = None
     last_change: float | None = None
     last_waiting: tuple[float, float] | None = None  # (time, waiting) at the previous decision
+    # Requests/s one replica completes when the queue breaches the SLO: its saturation throughput for
+    # the traffic it actually serves. Prefill-bound traffic saturates compute long before the batch
+    # slots or the KV cache fill, so only this tells how few replicas can carry a given request rate.
+    capacity_per_replica: float | None = None
 
 
 @dataclass(frozen=True)
@@ -112,12 +120,17 @@ def decide(
         breaches.append((slot_ratio, what))
 
     observed = (now, signals.waiting)
+    service = signals.finished_per_second
+    capacity = state.capacity_per_replica
+    if queue_ratio is not None and queue_ratio > 1 and starting == 0 and service and ready:
+        # Every replica is serving and requests still queue: they are at saturation.
+        sample = service / ready
+        capacity = sample if capacity is None else CAPACITY_SMOOTHING * sample + (1 - CAPACITY_SMOOTHING) * capacity
     if breaches:
         _, what = max(breaches)
         wanted = ready + 1 if queue_ratio is not None and queue_ratio > 1 else 0
         if kv_ratio is not None and kv_ratio > 1:
             wanted = max(wanted, math.ceil(base * kv_ratio))
-        service = signals.finished_per_second
         growth = 0.0
         if state.last_waiting is not None and now > state.last_waiting[0]:
             growth = max(0.0, (signals.waiting - state.last_waiting[1]) / (now - state.last_waiting[0]))
@@ -126,6 +139,8 @@ def decide(
         rising = (service + growth) / service if service else 1.0
         if signals.running > 0:
             wanted = max(wanted, math.ceil(signals.running * rising / (targets.slots_per_replica * SLOT_TARGET)))
+        if capacity and service:
+            wanted = max(wanted, math.ceil((service + growth) / capacity))
         panic = queue_ratio is not None and queue_ratio >= PANIC_QUEUE_RATIO
         if panic:
             wanted = max(wanted, math.ceil(base * PANIC_FACTOR))
@@ -137,15 +152,19 @@ def decide(
                 why = f"{what} on {ready} ready replicas; pinned at maxReplicas {targets.max_replicas}"
             else:
                 why = f"{what} on {ready} ready replicas; the {starting} starting will absorb it"
-            return Decision(current, "hold", why, ScaleState(history + record, None, state.last_change, observed))
+            return Decision(
+                current, "hold", why, ScaleState(history + record, None, state.last_change, observed, capacity)
+            )
         why = f"{what} on {ready} ready replicas → {wanted}" + (" (panic)" if panic else "")
-        return Decision(wanted, "up", why, ScaleState(history + record, None, now, observed))
+        return Decision(wanted, "up", why, ScaleState(history + record, None, now, observed, capacity))
 
     # No breach. How many replicas would carry this load with headroom?
     idle = signals.running == 0 and signals.waiting == 0 and not signals.finished_per_second
     idle_since = (state.idle_since if state.idle_since is not None else now) if idle else None
     util = max(x for x in (kv_ratio or 0.0, slot_ratio) if x is not None)
     needed = _clamp(max(1, math.ceil(base * util / DOWN_HEADROOM)), targets)
+    if capacity and service:
+        needed = max(needed, _clamp(math.ceil(service / (capacity * RATE_DOWN_HEADROOM)), targets))
     if (
         targets.scale_to_zero_after_seconds is not None
         and targets.min_replicas == 0
@@ -165,7 +184,7 @@ def decide(
     # A full window of low recommendations, all made since the last change: one step, then watch again.
     since_change = state.last_change is None or state.last_change <= window_start + 1e-9
     window_covered = since_change and any(t <= window_start + 1e-9 for t, _ in state.recommendations)
-    next_state = ScaleState(history, idle_since, state.last_change, observed)
+    next_state = ScaleState(history, idle_since, state.last_change, observed, capacity)
     if needed >= current or not safe_to_shrink or not window_covered:
         n = _clamp(current, targets)
         if n != current:
@@ -197,4 +216,4 @@ def decide(
         f"{kv_text}, {queue_text}, {signals.running:.0f} running on {ready} replicas for "
         f"{targets.stabilization_seconds:.0f} s → {target}"
     )
-    return Decision(target, "down", why, ScaleState(history, idle_since, now, observed))
+    return Decision(target, "down", why, ScaleState(history, idle_since, now, observed, capacity))
