@@ -147,6 +147,7 @@ def cmd_render(args: argparse.Namespace, out: TextIO) -> None:
 
 def cmd_crd(args: argparse.Namespace, out: TextIO) -> None:
     if args.write:
+        Path(args.write).mkdir(parents=True, exist_ok=True)
         for name, text in crd_files().items():
             Path(args.write, name).write_text(text)
         return

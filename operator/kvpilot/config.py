@@ -15,6 +15,8 @@ class OperatorConfig:
     namespaces: list[str] = field(default_factory=lambda: _env_list("KVPILOT_NAMESPACES"))
     log_format: str = os.environ.get("KVPILOT_LOG_FORMAT", "text")
     health_address: str = os.environ.get("KVPILOT_HEALTH_ADDRESS", "0.0.0.0:8080")
+    # The operator's own /metrics; off unless set (the Helm chart sets 0.0.0.0:9090).
+    metrics_address: str = os.environ.get("KVPILOT_METRICS_ADDRESS", "off")
     resync_seconds: float = float(os.environ.get("KVPILOT_RESYNC_SECONDS", "60"))
     autoscale_seconds: float = float(os.environ.get("KVPILOT_AUTOSCALE_SECONDS", "15"))
     standalone: bool = os.environ.get("KVPILOT_STANDALONE", "") == "1"

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kvpilot import telemetry
 from kvpilot.api.v1alpha1 import LLMDeploymentSpec, LLMDeploymentStatus
 from kvpilot.autoscale.decision import Decision, ScaleState, Targets, decide
 from kvpilot.errors import SpecError
@@ -95,9 +96,27 @@ def reconcile(body: Obj, kube: Kube, post_event: Any = None, now: datetime | Non
     """One level-based pass over an LLMDeployment. Returns the status it wrote (or found current)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
+    started = time.monotonic()
     with _lock(namespace, name):
-        fresh = _fresh(kube, namespace, name)
-        return _reconcile_locked(fresh, kube, post_event, now or datetime.now(UTC)) if fresh else None
+        try:
+            fresh = _fresh(kube, namespace, name)
+            if fresh is None:
+                telemetry.forget_object(namespace, name)
+                return None
+            status = _reconcile_locked(fresh, kube, post_event, now or datetime.now(UTC))
+        except Exception:
+            telemetry.RECONCILES.labels("error").inc()
+            raise
+        finally:
+            telemetry.RECONCILE_SECONDS.observe(time.monotonic() - started)
+        valid = condition(status, "SpecValid")
+        telemetry.RECONCILES.labels("invalid_spec" if valid and valid.status == "False" else "ok").inc()
+        try:
+            spec: LLMDeploymentSpec | None = parse_spec(fresh.get("spec") or {})
+        except SpecError:
+            spec = None
+        telemetry.observe_object(namespace, name, spec, status)
+        return status
 
 
 def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> LLMDeploymentStatus:
@@ -276,6 +295,8 @@ def autoscale(
             unknown_reason=f"metrics unavailable ({unavailable[0]})" if unavailable else "no metrics",
         )
         memory.states[key] = decision.state
+        telemetry.DECISIONS.labels(namespace, name, decision.action).inc()
+        telemetry.DESIRED.labels(namespace, name).set(decision.replicas)
         if decision.replicas != child.spec_replicas:
             ctx = RenderContext(name, namespace, decision.replicas, fresh["metadata"].get("uid"))
             deployment = next(o for o in render_all(spec, ctx).objects if o["kind"] == "Deployment")

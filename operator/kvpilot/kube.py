@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from kvpilot import telemetry
 from kvpilot.api.v1alpha1 import API_VERSION, KIND
 from kvpilot.errors import KvpilotError, TransientError
 
@@ -36,11 +37,13 @@ class KindNotServed(KvpilotError):
 def _translate(exc: Exception, what: str) -> Exception:
     if isinstance(exc, ApiException):
         status = exc.status or 0
+        telemetry.API_ERRORS.labels(str(status) if status else "no_response").inc()
         if status in (409, 429) or status >= 500 or status == 0:
             return TransientError(f"{what}: API server answered {status} {exc.reason}", delay=5, cause=exc)
         body = exc.body.decode() if isinstance(exc.body, bytes) else str(exc.body or exc.reason)
         return ApplyRejected(f"{what}: {status} {body[:500]}")
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        telemetry.API_ERRORS.labels("unreachable").inc()
         return TransientError(f"{what}: cannot reach the API server ({exc})", delay=5, cause=exc)
     return exc
 

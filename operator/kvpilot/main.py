@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from kvpilot import handlers
+from kvpilot import handlers, telemetry
 from kvpilot.api.v1alpha1 import GROUP, PLURAL, VERSION
 from kvpilot.config import CONFIG
 from kvpilot.errors import KvpilotError, TransientError
@@ -44,6 +44,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
     settings.execution.max_workers = 8
+    try:
+        telemetry.serve(CONFIG.metrics_address)
+    except OSError as exc:  # a busy port must not stop the operator; say so and carry on
+        logging.getLogger("kvpilot").warning("metrics not served on %s: %s", CONFIG.metrics_address, exc)
     memo.kube = Kube()
     memo.autoscaler = handlers.AutoscalerMemory()
     if not CONFIG.standalone:

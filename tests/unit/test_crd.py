@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 
 from kvpilot.api.crd import all_crds_yaml, crd, crd_files, crd_yaml
+from kvpilot.observability import dashboard_json, prometheus_rules_yaml
 from tests.conftest import ROOT
 
 CRD_FILE = ROOT / "crds" / "kvpilot.io_llmdeployments.yaml"
@@ -21,9 +22,12 @@ def test_committed_crds_match_the_models() -> None:
     assert len([d for d in yaml.safe_load_all(all_crds_yaml()) if d]) == 3
 
 
-def test_chart_copy_matches_when_present() -> None:
-    for copy in (ROOT / "charts").rglob("kvpilot.io_llmdeployments.yaml"):
-        assert copy.read_text() == crd_yaml(), f"{copy} is stale"
+def test_chart_copies_match_the_generators() -> None:
+    chart = ROOT / "charts" / "kvpilot"
+    committed = {p.name: p.read_text() for p in (chart / "crds").glob("*.yaml")}
+    assert committed == crd_files(), "charts/kvpilot/crds is stale: run hack/generate.sh"
+    assert (chart / "files" / "prometheus-rules.yaml").read_text() == prometheus_rules_yaml(), "run hack/generate.sh"
+    assert (chart / "files" / "dashboard.json").read_text() == dashboard_json(), "run hack/generate.sh"
 
 
 def _walk(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:

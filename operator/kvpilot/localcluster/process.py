@@ -25,17 +25,20 @@ class OperatorProcess:
         self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0
+        self.metrics_port = 0
         self.log: Path | None = None
         self.starts = 0
 
     def start(self, timeout: float = 60) -> OperatorProcess:
         self.starts += 1
         self.health_port = free_port()
+        self.metrics_port = free_port()
         self.log = self.log_dir / f"operator-{self.starts}.log"
         env = dict(
             os.environ,
             KUBECONFIG=str(self.kubeconfig),
             KVPILOT_HEALTH_ADDRESS=f"127.0.0.1:{self.health_port}",
+            KVPILOT_METRICS_ADDRESS=f"127.0.0.1:{self.metrics_port}",
             PYTHONUNBUFFERED="1",
         )
         cmd = [sys.executable, "-m", "kvpilot", "run", "--resync-seconds", str(self.resync_seconds), *self.extra_args]

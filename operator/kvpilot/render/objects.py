@@ -248,7 +248,18 @@ def build_pod_monitor(spec: LLMDeploymentSpec, ctx: RenderContext) -> Obj:
         "spec": {
             "selector": {"matchLabels": selector_labels(ctx)},
             "podMetricsEndpoints": [
-                {"port": "http", "path": "/metrics", "interval": spec.observability.scrape_interval}
+                {
+                    "port": "http",
+                    "path": "/metrics",
+                    "interval": spec.observability.scrape_interval,
+                    # Dashboards and alert rules group vLLM's series by the LLMDeployment they serve.
+                    "relabelings": [
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_label_kvpilot_io_llmdeployment"],
+                            "targetLabel": "llmdeployment",
+                        }
+                    ],
+                }
             ],
         },
     }
