@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs kvpilot with its test extras, builds (or reuses) the local control plane
-# the integration tests run against, and runs the whole suite.  `.ci/run` calls exactly this.
+# and the Helm CLI the integration tests run against, and runs the whole suite.  `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +11,8 @@ if [ -z "${KVPILOT_TEST_KUBECONFIG:-}" ]; then
   echo "== control-plane binaries (built from Go modules once, ~10 min on 2 cores; cached in ~/.cache/kvpilot)"
   bash hack/envtest/build.sh >/dev/null
 fi
+echo "== helm (built from its Go module once, ~7 min on 2 cores; cached in ~/.cache/kvpilot)"
+bash hack/helm/build.sh >/dev/null
 
 echo "== pytest"
 set +e

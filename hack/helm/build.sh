@@ -10,7 +10,7 @@ if [[ -n "${KVPILOT_HELM:-}" ]]; then
   exit 0
 fi
 dest="${HOME}/.cache/kvpilot/helm/${HELM_VERSION}"
-if [[ -x "${dest}/helm" ]]; then
+if [[ -x "${dest}/helm" && -f "${dest}/.complete" ]]; then
   echo "helm ${HELM_VERSION} already built in ${dest}" >&2
   echo "${dest}/helm"
   exit 0
@@ -19,8 +19,16 @@ command -v go >/dev/null || { echo "error: go is not on PATH; Helm is built from
 mkdir -p "${dest}"
 echo "building helm ${HELM_VERSION} from helm.sh/helm/v3 (a few minutes on 2 cores; cached afterwards)" >&2
 start=$(date +%s)
+# `helm template` and `helm lint` assume the Kubernetes version of the client-go Helm was built with;
+# stamp it in as Helm's own release build does, or they assume 1.20 and refuse charts needing newer.
+gomod=$(go mod download -json "helm.sh/helm/v3@${HELM_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+k8s_minor=$(awk '$1 == "k8s.io/client-go" {split($2, v, "."); print v[2]; exit}' "${gomod}")
+pkg=helm.sh/helm/v3
 GOBIN="${dest}" GOFLAGS=-mod=mod CGO_ENABLED=0 go install -trimpath \
-  -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
-  "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}" >&2
-echo "built helm ${HELM_VERSION} in $(( $(date +%s) - start )) s" >&2
+  -ldflags "-s -w -X ${pkg}/internal/version.version=${HELM_VERSION} \
+    -X ${pkg}/pkg/chartutil.k8sVersionMajor=1 -X ${pkg}/pkg/chartutil.k8sVersionMinor=${k8s_minor} \
+    -X ${pkg}/pkg/lint/rules.k8sVersionMajor=1 -X ${pkg}/pkg/lint/rules.k8sVersionMinor=${k8s_minor}" \
+  "${pkg}/cmd/helm@${HELM_VERSION}" >&2
+touch "${dest}/.complete"
+echo "built helm ${HELM_VERSION} (Kubernetes 1.${k8s_minor} defaults) in $(( $(date +%s) - start )) s" >&2
 echo "${dest}/helm"

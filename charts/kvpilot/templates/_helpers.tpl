@@ -27,7 +27,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{/* The verbs kvpilot uses on objects in the namespaces it watches (tests/integration/test_helm.py audits them). */}}
+{{/* The verbs kvpilot uses on objects in the namespaces it watches (tests/integration/test_helm.py audits
+     them). Server-side apply is a PATCH, but creating an object that way also needs "create". */}}
 {{- define "kvpilot.namespacedRules" -}}
 - apiGroups: [kvpilot.io]
   resources: [llmdeployments]
@@ -37,10 +38,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: [get, patch]
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [pods]
   verbs: [list]
@@ -49,5 +50,5 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: [create]
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors]
-  verbs: [get, list, patch, delete]
+  verbs: [get, list, create, patch, delete]
 {{- end -}}
