@@ -257,8 +257,9 @@ def test_install_run_with_chart_rbac_upgrade_and_uninstall(
                 return any(c["type"] == "SpecValid" and c["status"] == "True" for c in conditions)
 
             eventually(ready, timeout=60, what="the LLMDeployment reconciled by the chart-RBAC operator")
-            got = plane.kubectl("get", "llmd,deploy", "-n", "helm-team", "-o", "yaml").stdout
-            assert plane.kubectl("get", "deployment", "via-chart-rbac", "-n", "helm-team").returncode == 0, got + operator.tail(80)
+            child = plane.kubectl("get", "deployment", "via-chart-rbac", "-n", "helm-team")
+            status = plane.kubectl("get", "llmd", "via-chart-rbac", "-n", "helm-team", "-o", "yaml").stdout
+            assert child.returncode == 0, status  # an RBAC gap shows up as Degraded/ApplyFailed with the 403
             log = operator.tail(400)
             assert "helm-team/via-chart-rbac" in log, log  # this operator did the work
             assert "forbidden" not in log.lower(), log

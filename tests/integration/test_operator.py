@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 from typing import Any
 
@@ -102,6 +103,18 @@ def test_create_gives_deployment_service_and_status(
     assert len(pods) == 2 and products == {"NVIDIA-H100-80GB-HBM3"}
     events = control_plane.kubectl("get", "events", "-n", ns, "-o", "json", check=True).stdout
     assert '"Planned"' in events and '"Applied"' in events
+
+    # The operator's own metrics describe the same object, with the labels the alert rules join on.
+    def metrics_page() -> str | None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as response:
+            page: str = response.read().decode()
+        return page if f'kvpilot_ready_replicas{{llmdeployment="chat",namespace="{ns}"}} 2.0' in page else None
+
+    page = eventually(metrics_page, 30, what="operator metrics for chat")
+    assert f'kvpilot_desired_replicas{{llmdeployment="chat",namespace="{ns}"}} 2.0' in page
+    assert f'kvpilot_llmdeployment_condition{{llmdeployment="chat",namespace="{ns}",type="Ready"}} 1.0' in page
+    assert f'kvpilot_plan_gpus_per_replica{{llmdeployment="chat",namespace="{ns}"}} 1.0' in page
+    assert 'kvpilot_reconciles_total{result="ok"}' in page
 
 
 def test_update_rolls_the_deployment(control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str) -> None:
