@@ -55,12 +55,24 @@ _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNION_TAGS = {"int", "str", "float", "bool", "dict", "list"}
 
 
+DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
 def parse_llmdeployment(obj: dict[str, Any]) -> LLMDeployment:
     """Validate a whole object; any problem becomes a SpecError naming the field."""
     if not isinstance(obj, dict):
         raise SpecError("the document is not a mapping", path="")
     if obj.get("kind") not in (None, "LLMDeployment"):
         raise SpecError(f"kind is {obj.get('kind')!r}, expected LLMDeployment", path="kind")
+    meta = obj.get("metadata") or {}
+    for key, limit in (("name", 253), ("namespace", 63)):
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > limit or not DNS_NAME.match(value)):
+            raise SpecError(
+                f"{value!r} is not a valid Kubernetes {key}: lowercase letters, digits, '-' and '.', "
+                f"starting and ending with a letter or digit, at most {limit} characters",
+                path=f"metadata.{key}",
+            )
     try:
         return LLMDeployment.model_validate(obj)
     except ValidationError as exc:

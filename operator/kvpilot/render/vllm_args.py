@@ -97,6 +97,10 @@ def check_extra_args(args: list[str], settings: EngineSettings) -> list[FieldIss
         if not arg.startswith("-"):
             issues.append(FieldIssue(path, f"{arg!r} is not a flag and follows no flag that takes a value"))
             continue
+        if re.search(r"\s-", arg):
+            # No shell runs these, so this is not an injection; but vLLM would read it as one odd value.
+            issues.append(FieldIssue(path, f"{arg!r} holds more than one flag; give each flag its own list item"))
+            continue
         name, has_inline_value, _ = arg.partition("=")
         if name.startswith("--"):
             name = "--" + name[2:].replace("_", "-")  # vLLM accepts --max_model_len too
@@ -121,7 +125,10 @@ def render_vllm_args(spec: LLMDeploymentSpec, plan: SizingPlan, settings: Engine
     line = settings.line
     issues: list[FieldIssue] = []
     choices = block_size_choices(line)
-    if choices is not None and settings.block_size not in choices:
+    if settings.block_size % 16:
+        # FlashAttention, vLLM's default attention backend on NVIDIA GPUs, refuses any other size.
+        issues.append(FieldIssue("spec.engine.blockSize", f"{settings.block_size} is not a multiple of 16"))
+    elif choices is not None and settings.block_size not in choices:
         issues.append(
             FieldIssue("spec.engine.blockSize", f"vLLM {line} accepts block sizes {', '.join(map(str, choices))}")
         )

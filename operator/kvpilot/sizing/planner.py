@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from kvpilot.api.v1alpha1 import LLMDeploymentSpec, PlanStatus
 from kvpilot.catalog.architecture import ModelArchitecture
@@ -275,8 +275,9 @@ def plan_resolved(spec: LLMDeploymentSpec, model: ResolvedModel, with_fixes: boo
 # ------------------------------------------------------------------------------------------------ fixes
 
 
-def _with(spec: LLMDeploymentSpec, **paths: object) -> LLMDeploymentSpec:
-    """A copy of the spec with dotted fields changed (``engine.max_model_len=4096``)."""
+def _with(spec: LLMDeploymentSpec, **paths: object) -> LLMDeploymentSpec | None:
+    """A copy of the spec with dotted fields changed (``engine.max_model_len=4096``); None when the change
+    makes it invalid (fp8 weights with a float32 dtype, say), so that fix is simply not offered."""
     data = spec.model_dump()
     for dotted, value in paths.items():
         target = data
@@ -284,10 +285,15 @@ def _with(spec: LLMDeploymentSpec, **paths: object) -> LLMDeploymentSpec:
         for p in parents:
             target = target[p]
         target[leaf] = value
-    return LLMDeploymentSpec.model_validate(data)
+    try:
+        return LLMDeploymentSpec.model_validate(data)
+    except ValidationError:
+        return None
 
 
-def _try(spec: LLMDeploymentSpec, model: ResolvedModel) -> SizingPlan | None:
+def _try(spec: LLMDeploymentSpec | None, model: ResolvedModel) -> SizingPlan | None:
+    if spec is None:
+        return None
     try:
         return plan_resolved(spec, model, with_fixes=False)
     except SpecError:
@@ -306,6 +312,8 @@ def _fixes(
 ) -> list[Fix]:
     fixes: list[Fix] = []
     auto = _with(spec, resources__gpu_count="auto")
+    if auto is None:
+        return fixes
     unquantized = settings.quantization == "none" and model.checkpoint_quantization in (None, "none")
 
     # A quantized checkpoint of the same architecture is what a fix proposes; plan as if it existed.
