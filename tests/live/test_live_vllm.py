@@ -113,9 +113,8 @@ def until(check: Any, timeout: float = 60, every: float = 0.3) -> Any:
         if last is not None:
             return last
         time.sleep(every)
-    raise AssertionError(
-        f"condition not reached in {timeout} s; observations: {[o[:3] for o in OBSERVED if not isinstance(o[0], str)][:30]}"
-    )
+    scrapes = [o[:3] for o in OBSERVED if not isinstance(o[0], str)]
+    raise AssertionError(f"condition not reached in {timeout} s; (time, running, waiting) seen: {scrapes[-30:]}")
 
 
 def target(base: str) -> PodTarget:
