@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Derive the option table of vLLM's OpenAI API server parser for every supported release line.
+"""Derive the option table of vLLM's OpenAI API server parser (``vllm serve``) for every supported line.
 
 vLLM cannot be imported here (it needs torch and a device), so this script reads each release's source
 and *interprets* it: it parses the modules with ``ast`` and runs a small abstract interpreter over the
-code path that builds the parser (``make_arg_parser`` → ``FrontendArgs.add_cli_args`` →
-``AsyncEngineArgs.add_cli_args`` → ``get_kwargs(SomeConfig)`` …). vLLM's own functions, including its
-``get_kwargs``/``_compute_kwargs`` type-hint logic, are interpreted as written in that release;
-only the outside world is modelled natively:
+code path that builds the parser (``ServeSubcommand.subparser_init`` → ``make_arg_parser`` →
+``FrontendArgs.add_cli_args`` → ``AsyncEngineArgs.add_cli_args`` → ``get_kwargs(SomeConfig)`` …).
+vLLM's own functions, including its ``get_kwargs``/``_compute_kwargs`` type-hint logic, are interpreted
+as written in that release; only the outside world is modelled natively:
 
 * ``argparse``: a model of ``ArgumentParser``/``_ArgumentGroup``/``Action`` (option strings, ``dest``,
   the action registry, ``BooleanOptionalAction``'s ``--no-`` negatives, Python 3.13 ``deprecated=``);
@@ -15,6 +15,10 @@ only the outside world is modelled natively:
   class bodies;
 * ``sys.argv`` is ``["vllm", "serve"]``, ``sys.version_info`` is 3.13, no ``VLLM_*`` environment
   variable is set, ``current_platform`` is a stub of the chosen platform (``--platform``, CUDA by default);
+* no plugins are installed; classes that register themselves with a decorator
+  (``@ReasoningParserManager.register_module("…")``) are registered when their package imports them;
+* sets are iterated in a fixed order and then in the reverse order; options that differ are marked
+  ``varies_between_runs`` (real vLLM iterates sets in an order that changes with ``PYTHONHASHSEED``);
 * everything else (torch, transformers, …) is an opaque unknown value.
 
 Nothing from vLLM is executed by Python itself and nothing of it is copied into the output beyond
@@ -39,7 +43,6 @@ import dataclasses
 import enum
 import functools
 import hashlib
-import io
 import itertools
 import json
 import math
@@ -111,9 +114,7 @@ def pick_release(index: dict, line: tuple[int, int]) -> tuple[str, dict]:
         else:
             continue
         by_version[version].append(f)
-    candidates = [
-        (key, v) for v in by_version if (key := _release_key(v)) is not None and tuple(key[:2]) == line
-    ]
+    candidates = [(key, v) for v in by_version if (key := _release_key(v)) is not None and tuple(key[:2]) == line]
     if not candidates:
         raise SystemExit(f"no release of vLLM {line[0]}.{line[1]} on PyPI")
     _, version = max(candidates)
@@ -512,9 +513,13 @@ class ClassRef:
 
     def native_base(self):
         for c in self.mro:
-            if isinstance(c, type) and c is not object and not issubclass(c, enum.Enum):
-                if c in NATIVE_CLASSES or any(issubclass(c, n) for n in NATIVE_CLASSES):
-                    return c
+            if (
+                isinstance(c, type)
+                and c is not object
+                and not issubclass(c, enum.Enum)
+                and any(issubclass(c, n) for n in NATIVE_CLASSES)
+            ):
+                return c
         return None
 
     def stub(self) -> type:
@@ -672,13 +677,14 @@ def _deco_head(text: str) -> str:
 
 
 def _walk_function_body(node):
+    """The nodes of a function body, not descending into nested functions, lambdas or classes."""
     stack = list(node.body)
     while stack:
         n = stack.pop()
         yield n
-        for child in ast.iter_child_nodes(n):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.append(child)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
 
 
 def _target_names(target) -> list[str]:
@@ -770,26 +776,38 @@ class N_StoreAction(NAction):
 class N_StoreConstAction(NAction):
     kind = "_StoreConstAction"
 
-    def __init__(self, option_strings, dest, const=None, default=None, required=False, help=None, metavar=None,
-                 deprecated=False):
-        super().__init__(option_strings, dest, nargs=0, const=const, default=default, required=required, help=help,
-                         metavar=metavar, deprecated=deprecated)
+    def __init__(
+        self, option_strings, dest, const=None, default=None, required=False, help=None, metavar=None, deprecated=False
+    ):
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            const=const,
+            default=default,
+            required=required,
+            help=help,
+            metavar=metavar,
+            deprecated=deprecated,
+        )
 
 
 class N_StoreTrueAction(N_StoreConstAction):
     kind = "_StoreTrueAction"
 
     def __init__(self, option_strings, dest, default=False, required=False, help=None, deprecated=False):
-        super().__init__(option_strings, dest, const=True, default=default, required=required, help=help,
-                         deprecated=deprecated)
+        super().__init__(
+            option_strings, dest, const=True, default=default, required=required, help=help, deprecated=deprecated
+        )
 
 
 class N_StoreFalseAction(N_StoreConstAction):
     kind = "_StoreFalseAction"
 
     def __init__(self, option_strings, dest, default=True, required=False, help=None, deprecated=False):
-        super().__init__(option_strings, dest, const=False, default=default, required=required, help=help,
-                         deprecated=deprecated)
+        super().__init__(
+            option_strings, dest, const=False, default=default, required=required, help=help, deprecated=deprecated
+        )
 
 
 class N_AppendAction(NAction):
@@ -799,10 +817,20 @@ class N_AppendAction(NAction):
 class N_AppendConstAction(NAction):
     kind = "_AppendConstAction"
 
-    def __init__(self, option_strings, dest, const=None, default=None, required=False, help=None, metavar=None,
-                 deprecated=False):
-        super().__init__(option_strings, dest, nargs=0, const=const, default=default, required=required, help=help,
-                         metavar=metavar, deprecated=deprecated)
+    def __init__(
+        self, option_strings, dest, const=None, default=None, required=False, help=None, metavar=None, deprecated=False
+    ):
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            const=const,
+            default=default,
+            required=required,
+            help=help,
+            metavar=metavar,
+            deprecated=deprecated,
+        )
 
 
 class N_ExtendAction(NAction):
@@ -813,8 +841,9 @@ class N_CountAction(NAction):
     kind = "_CountAction"
 
     def __init__(self, option_strings, dest, default=None, required=False, help=None, deprecated=False):
-        super().__init__(option_strings, dest, nargs=0, default=default, required=required, help=help,
-                         deprecated=deprecated)
+        super().__init__(
+            option_strings, dest, nargs=0, default=default, required=required, help=help, deprecated=deprecated
+        )
 
 
 class N_HelpAction(NAction):
@@ -834,16 +863,36 @@ class N_VersionAction(NAction):
 class NBooleanOptionalAction(NAction):
     kind = "BooleanOptionalAction"
 
-    def __init__(self, option_strings, dest, default=None, type=None, choices=None, required=False, help=None,
-                 metavar=None, deprecated=False):
+    def __init__(
+        self,
+        option_strings,
+        dest,
+        default=None,
+        type=None,
+        choices=None,
+        required=False,
+        help=None,
+        metavar=None,
+        deprecated=False,
+    ):
         given = list(option_strings)
         _option_strings = []
         for option_string in given:
             _option_strings.append(option_string)
             if option_string.startswith("--"):
                 _option_strings.append("--no-" + option_string[2:])
-        super().__init__(_option_strings, dest, nargs=0, default=default, type=type, choices=choices,
-                         required=required, help=help, metavar=metavar, deprecated=deprecated)
+        super().__init__(
+            _option_strings,
+            dest,
+            nargs=0,
+            default=default,
+            type=type,
+            choices=choices,
+            required=required,
+            help=help,
+            metavar=metavar,
+            deprecated=deprecated,
+        )
         self._kv_given_option_strings = given
 
 
@@ -999,9 +1048,23 @@ class NContainer:
 class NParser(NContainer):
     """Model of ``argparse.ArgumentParser``."""
 
-    def __init__(self, prog=None, usage=None, description=None, epilog=None, parents=(), formatter_class=None,
-                 prefix_chars="-", fromfile_prefix_chars=None, argument_default=None, conflict_handler="error",
-                 add_help=True, allow_abbrev=True, exit_on_error=True, **extra):
+    def __init__(
+        self,
+        prog=None,
+        usage=None,
+        description=None,
+        epilog=None,
+        parents=(),
+        formatter_class=None,
+        prefix_chars="-",
+        fromfile_prefix_chars=None,
+        argument_default=None,
+        conflict_handler="error",
+        add_help=True,
+        allow_abbrev=True,
+        exit_on_error=True,
+        **extra,
+    ):
         self._kv_init_container(prefix_chars, argument_default, conflict_handler)
         self.prog = prog or "vllm serve"
         self.description = description
@@ -1146,12 +1209,28 @@ class _SkipValidation:
         return typing.Annotated[to_typeish(item), cls]
 
 
-class _Environ(dict):
-    pass
-
-
 def _getenv(key, default=None):
     return default
+
+
+def _getsource(obj) -> str:
+    """``inspect.getsource`` of a vLLM class or function, read from the release's source."""
+    if isinstance(obj, BoundMethod):
+        obj = obj.func
+    target = classref_of(obj) or obj
+    if not isinstance(target, (ClassRef, FuncRef)):
+        raise TypeError(f"cannot get the source of {obj!r}")
+    node = target.node
+    lines = target.module.source.splitlines(keepends=True)
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return "".join(lines[first - 1 : node.end_lineno])
+
+
+def _getdoc(obj):
+    target = classref_of(obj) or obj
+    if isinstance(target, (ClassRef, FuncRef)) and not isinstance(target.node, ast.Lambda):
+        return ast.get_docstring(target.node)
+    return None
 
 
 def build_shims(interp: Interp) -> dict[str, object]:
@@ -1215,30 +1294,71 @@ def build_shims(interp: Interp) -> dict[str, object]:
     )
     version_info = collections.namedtuple("version_info", "major minor micro releaselevel serial")(3, 13, 0, "final", 0)
     sys_shim = ShimModule(
-        "sys", argv=["vllm", "serve"], version_info=version_info, modules={}, platform="linux", maxsize=sys.maxsize,
-        byteorder="little", stdout=Unknown("stdout"), stderr=Unknown("stderr"), float_info=sys.float_info,
-        executable="python3", exit=lambda *a: Unknown("exit"),
+        "sys",
+        argv=["vllm", "serve"],
+        version_info=version_info,
+        modules={},
+        platform="linux",
+        maxsize=sys.maxsize,
+        byteorder="little",
+        stdout=Unknown("stdout"),
+        stderr=Unknown("stderr"),
+        float_info=sys.float_info,
+        executable="python3",
+        exit=lambda *a: Unknown("exit"),
     )
     os_shim = ShimModule(
-        "os", environ=_Environ(), getenv=_getenv, path=os.path, sep="/", pathsep=":", name="posix",
-        cpu_count=lambda: Unknown("os.cpu_count"), getcwd=lambda: "/", getpid=lambda: Unknown("pid"),
-        PathLike=os.PathLike, devnull=os.devnull, linesep="\n",
+        "os",
+        environ={},
+        getenv=_getenv,
+        path=os.path,
+        sep="/",
+        pathsep=":",
+        name="posix",
+        cpu_count=lambda: Unknown("os.cpu_count"),
+        getcwd=lambda: "/",
+        getpid=lambda: Unknown("pid"),
+        PathLike=os.PathLike,
+        devnull=os.devnull,
+        linesep="\n",
     )
     functools_shim = ShimModule(
-        "functools", cache=_passthrough_decorator, lru_cache=_passthrough_decorator, wraps=_passthrough_decorator,
-        cached_property=property, partial=functools.partial, reduce=functools.reduce,
-        total_ordering=_passthrough_decorator, singledispatch=_passthrough_decorator,
+        "functools",
+        cache=_passthrough_decorator,
+        lru_cache=_passthrough_decorator,
+        wraps=_passthrough_decorator,
+        cached_property=property,
+        partial=functools.partial,
+        reduce=functools.reduce,
+        total_ordering=_passthrough_decorator,
+        singledispatch=_passthrough_decorator,
     )
     pydantic_shim = ShimModule(
-        "pydantic", Field=FieldInfoStub, FieldInfo=FieldInfoStub, ConfigDict=dict, SkipValidation=_SkipValidation,
-        TypeAdapter=lambda *a, **k: Unknown("TypeAdapter"), ValidationError=type("ValidationError", (Exception,), {}),
-        dataclass=_passthrough_decorator, model_validator=_passthrough_decorator,
-        field_validator=_passthrough_decorator, BaseModel=type("BaseModel", (), {}), PrivateAttr=_field,
-        AfterValidator=lambda *a, **k: Unknown("AfterValidator"), PydanticUndefined=PYDANTIC_UNDEFINED,
-        NonNegativeInt=int, PositiveInt=int, PositiveFloat=float, NonNegativeFloat=float,
-        ValidationInfo=Unknown("ValidationInfo"), ByteSize=int, Discriminator=lambda *a, **k: Unknown("Discriminator"),
-        Tag=lambda *a, **k: Unknown("Tag"), computed_field=_passthrough_decorator,
-        field_serializer=_passthrough_decorator, model_serializer=_passthrough_decorator,
+        "pydantic",
+        Field=FieldInfoStub,
+        FieldInfo=FieldInfoStub,
+        ConfigDict=dict,
+        SkipValidation=_SkipValidation,
+        TypeAdapter=lambda *a, **k: Unknown("TypeAdapter"),
+        ValidationError=type("ValidationError", (Exception,), {}),
+        dataclass=_passthrough_decorator,
+        model_validator=_passthrough_decorator,
+        field_validator=_passthrough_decorator,
+        BaseModel=type("BaseModel", (), {}),
+        PrivateAttr=_field,
+        AfterValidator=lambda *a, **k: Unknown("AfterValidator"),
+        PydanticUndefined=PYDANTIC_UNDEFINED,
+        NonNegativeInt=int,
+        PositiveInt=int,
+        PositiveFloat=float,
+        NonNegativeFloat=float,
+        ValidationInfo=Unknown("ValidationInfo"),
+        ByteSize=int,
+        Discriminator=lambda *a, **k: Unknown("Discriminator"),
+        Tag=lambda *a, **k: Unknown("Tag"),
+        computed_field=_passthrough_decorator,
+        field_serializer=_passthrough_decorator,
+        model_serializer=_passthrough_decorator,
     )
     return {
         "typing": typing_shim,
@@ -1253,8 +1373,10 @@ def build_shims(interp: Interp) -> dict[str, object]:
         "json": ShimModule("json", loads=json.loads, dumps=json.dumps, JSONDecodeError=json.JSONDecodeError),
         "ssl": ssl,
         "enum": ShimModule("enum", **{k: getattr(enum, k) for k in dir(enum) if not k.startswith("__")}),
-        "types": ShimModule("types", **dict({k: getattr(types, k) for k in dir(types) if not k.startswith("__")},
-                                            ModuleType=NModuleType)),
+        "types": ShimModule(
+            "types",
+            **dict({k: getattr(types, k) for k in dir(types) if not k.startswith("__")}, ModuleType=NModuleType),
+        ),
         "collections": collections,
         "collections.abc": collections.abc,
         "math": math,
@@ -1265,25 +1387,50 @@ def build_shims(interp: Interp) -> dict[str, object]:
         "string": __import__("string"),
         "abc": __import__("abc"),
         "numbers": __import__("numbers"),
-        "warnings": ShimModule("warnings", warn=lambda *a, **k: None, catch_warnings=lambda *a, **k: Unknown("cw"),
-                               simplefilter=lambda *a, **k: None, filterwarnings=lambda *a, **k: None),
-        "contextlib": ShimModule("contextlib", contextmanager=_passthrough_decorator,
-                                 suppress=lambda *a, **k: Unknown("suppress"),
-                                 nullcontext=lambda *a, **k: Unknown("nullcontext")),
+        "warnings": ShimModule(
+            "warnings",
+            warn=lambda *a, **k: None,
+            catch_warnings=lambda *a, **k: Unknown("cw"),
+            simplefilter=lambda *a, **k: None,
+            filterwarnings=lambda *a, **k: None,
+        ),
+        "contextlib": ShimModule(
+            "contextlib",
+            contextmanager=_passthrough_decorator,
+            suppress=lambda *a, **k: Unknown("suppress"),
+            nullcontext=lambda *a, **k: Unknown("nullcontext"),
+        ),
+        "ast": ast,
+        "inspect": ShimModule(
+            "inspect",
+            getsource=_getsource,
+            getdoc=_getdoc,
+            cleandoc=__import__("inspect").cleandoc,
+            isclass=lambda o: isinstance(o, (ClassRef, type)),
+            isfunction=lambda o: isinstance(o, FuncRef),
+            signature=lambda *a, **k: Unknown("inspect.signature"),
+        ),
         "importlib": ShimModule("importlib", import_module=lambda name, package=None: interp.load_module(name)),
-        "importlib.metadata": ShimModule("importlib.metadata", entry_points=lambda **kw: [],
-                                         version=lambda name: Unknown(f"version({name})"),
-                                         PackageNotFoundError=type("PackageNotFoundError", (Exception,), {})),
+        "importlib.metadata": ShimModule(
+            "importlib.metadata",
+            entry_points=lambda **kw: [],
+            version=lambda name: Unknown(f"version({name})"),
+            PackageNotFoundError=type("PackageNotFoundError", (Exception,), {}),
+        ),
         "importlib.util": ShimModule("importlib.util", find_spec=lambda *a, **k: None),
         "pydantic": pydantic_shim,
         "pydantic.dataclasses": ShimModule("pydantic.dataclasses", dataclass=_passthrough_decorator),
         "pydantic.fields": ShimModule("pydantic.fields", Field=FieldInfoStub, FieldInfo=FieldInfoStub),
-        "pydantic_core": ShimModule("pydantic_core", PydanticUndefined=PYDANTIC_UNDEFINED,
-                                    core_schema=Unknown("core_schema")),
-        "pydantic.functional_validators": ShimModule("pydantic.functional_validators", SkipValidation=_SkipValidation,
-                                                     AfterValidator=lambda *a, **k: Unknown("AfterValidator"),
-                                                     model_validator=_passthrough_decorator,
-                                                     field_validator=_passthrough_decorator),
+        "pydantic_core": ShimModule(
+            "pydantic_core", PydanticUndefined=PYDANTIC_UNDEFINED, core_schema=Unknown("core_schema")
+        ),
+        "pydantic.functional_validators": ShimModule(
+            "pydantic.functional_validators",
+            SkipValidation=_SkipValidation,
+            AfterValidator=lambda *a, **k: Unknown("AfterValidator"),
+            model_validator=_passthrough_decorator,
+            field_validator=_passthrough_decorator,
+        ),
     }
 
 
@@ -1382,10 +1529,11 @@ CURRENT_INTERP: Interp = None  # type: ignore[assignment]
 
 
 class Interp:
-    def __init__(self, sources: dict[str, str], platform: str = "cuda"):
+    def __init__(self, sources: dict[str, str], platform: str = "cuda", set_order: str = "canonical"):
         global CURRENT_INTERP
         CURRENT_INTERP = self
         self.sources = sources
+        self.set_order = set_order
         self.modules: dict[str, object] = {}
         self.platform = _PlatformStub(platform)
         self.warnings: list[str] = []
@@ -1412,8 +1560,6 @@ class Interp:
     def load_module(self, name: str, quiet: bool = False):
         if name in self.modules:
             return self.modules[name]
-        if name == "vllm.platforms" or name.startswith("vllm.platforms."):
-            pass
         root = name.split(".")[0]
         if root != "vllm":
             mod = self.shims.get(name)
@@ -1506,8 +1652,16 @@ class Interp:
             if isinstance(node, ast.AugAssign):
                 return Unknown(f"{module.name}.{name} (augmented)")
             raise InterpError(f"cannot evaluate binding of {name}")
-        except (InterpError, Raised, AttributeError, TypeError, KeyError, ValueError, IndexError,
-                RecursionError) as exc:
+        except (
+            InterpError,
+            Raised,
+            AttributeError,
+            TypeError,
+            KeyError,
+            ValueError,
+            IndexError,
+            RecursionError,
+        ) as exc:
             self.warn(f"{module.name}.{name}: {type(exc).__name__}: {exc}"[:300])
             return Unknown(f"{module.name}.{name}")
         finally:
@@ -1559,7 +1713,7 @@ class Interp:
         if "version_info" in text:
             try:
                 return bool(self.eval(test, ModuleScope(module)))
-            except Exception:  # noqa: BLE001 - any failure means "unknown"
+            except Exception:
                 return None
         return None
 
@@ -1589,8 +1743,16 @@ class Interp:
                     value = Unknown(f"{cls.name}.{name}")
             else:
                 value = self.eval(node.value, ClassScope(cls))
-        except (InterpError, Raised, AttributeError, TypeError, KeyError, ValueError, IndexError,
-                RecursionError) as exc:
+        except (
+            InterpError,
+            Raised,
+            AttributeError,
+            TypeError,
+            KeyError,
+            ValueError,
+            IndexError,
+            RecursionError,
+        ) as exc:
             self.warn(f"{cls.name}.{name}: {type(exc).__name__}: {exc}"[:300])
             value = Unknown(f"{cls.name}.{name}")
         finally:
@@ -1728,11 +1890,10 @@ class Interp:
                     return c, self.class_attr_raw(c, name)
                 if c.is_enum() and name in {m.name for m in c.enum_members()}:
                     return c, c.values[name]
-            elif isinstance(c, type):
-                if name in c.__dict__:
-                    if c is object and name == "__init__":
-                        return None
-                    return c, c.__dict__[name]
+            elif isinstance(c, type) and name in c.__dict__:
+                if c is object and name == "__init__":
+                    return None
+                return c, c.__dict__[name]
         return None
 
     # -- attribute access ------------------------------------------------------------------
@@ -1857,8 +2018,11 @@ class Interp:
                 return (lambda *a, **k: None) if name_is_dunder(raw) else Unknown(f"{owner.__name__} method")
             if isinstance(raw, (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
                 target = inst.native if inst.native is not None else inst
-                return types.MethodType(raw, target) if isinstance(raw, types.FunctionType) else functools.partial(
-                    raw, target)
+                return (
+                    types.MethodType(raw, target)
+                    if isinstance(raw, types.FunctionType)
+                    else functools.partial(raw, target)
+                )
             if isinstance(raw, property):
                 return raw.fget(inst.native if inst.native is not None else inst)
         if isinstance(raw, (FieldInfoStub, DCFieldSpec)):
@@ -1868,9 +2032,7 @@ class Interp:
     def setattr(self, obj, name, value):
         if isinstance(obj, Instance):
             obj.attrs[name] = value
-        elif isinstance(obj, ClassRef):
-            obj.values[name] = value
-        elif isinstance(obj, Module):
+        elif isinstance(obj, (ClassRef, Module)):
             obj.values[name] = value
         elif isinstance(obj, Unknown):
             pass
@@ -1889,6 +2051,10 @@ class Interp:
             raise InterpError(f"cannot iterate over class {obj.name}")
         if isinstance(obj, Instance):
             raise InterpError(f"cannot iterate over {obj!r}")
+        if isinstance(obj, (set, frozenset)):
+            # Real set order depends on PYTHONHASHSEED; use a fixed order (or its reverse, see extract()).
+            items = sorted(obj, key=_canonical_key)
+            return items[::-1] if self.set_order == "reversed" else items
         try:
             return list(obj)
         except TypeError as exc:
@@ -1908,8 +2074,11 @@ class Interp:
         if isinstance(fn, FuncRef):
             return self.call_function(fn, args, kwargs)
         if isinstance(fn, BoundMethod):
-            return self.call_function(fn.func, [fn.self_obj, *args], kwargs) if isinstance(
-                fn.func, FuncRef) else self.call(fn.func, [fn.self_obj, *args], kwargs)
+            return (
+                self.call_function(fn.func, [fn.self_obj, *args], kwargs)
+                if isinstance(fn.func, FuncRef)
+                else self.call(fn.func, [fn.self_obj, *args], kwargs)
+            )
         if isinstance(fn, ClassRef):
             return self.instantiate(fn, args, kwargs)
         if isinstance(fn, UnknownModule):
@@ -1925,13 +2094,11 @@ class Interp:
                 return fn(*args, **kwargs)
             except (InterpError, Raised, _Return):
                 raise
-            except Exception as exc:  # noqa: BLE001 - a native call failed: the interpreted code raised
+            except Exception as exc:
                 raise Raised(exc) from None
         raise InterpError(f"{fn!r} is not callable")
 
     def call_function(self, fn: FuncRef, args, kwargs):
-        if fn.is_generator:
-            return Unknown(f"generator {fn.name}")
         memo_key = None
         if fn.memo is not None:
             try:
@@ -1943,6 +2110,8 @@ class Interp:
         if self.depth > 120:
             raise InterpError("call depth exceeded")
         scope = FuncScope(fn.module, fn.scope, func=fn)
+        if fn.is_generator:  # run eagerly, collecting what it yields (no send(); capped)
+            scope.yields = []
         self.bind_arguments(fn, scope, args, kwargs)
         if args and fn.owner is not None:
             scope.self_obj = args[0]
@@ -1958,6 +2127,8 @@ class Interp:
                     result = ret.value
         finally:
             self.depth -= 1
+        if fn.is_generator:
+            result = iter(scope.yields)
         if memo_key is not None:
             fn.memo[memo_key] = (result, args, kwargs)
         return result
@@ -2149,9 +2320,7 @@ class Interp:
         elif isinstance(stmt, ast.Raise):
             exc = self.eval(stmt.exc, scope) if stmt.exc is not None else Unknown("re-raise")
             raise Raised(exc)
-        elif isinstance(stmt, ast.Assert):
-            pass
-        elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
+        elif isinstance(stmt, (ast.Assert, ast.Global, ast.Nonlocal)):
             pass
         elif isinstance(stmt, ast.Match):
             self.warn("match statement not interpreted")
@@ -2324,10 +2493,17 @@ class Interp:
         return self.binop(node.op, self.eval(node.left, scope), self.eval(node.right, scope))
 
     def binop(self, op, a, b):
-        if isinstance(op, ast.BitOr) and (
-            is_typeish(a) or is_typeish(b) or (a is None and is_unknown(b)) or (b is None and is_unknown(a))
-            or (is_unknown(a) and is_unknown(b))
-        ) and not (isinstance(a, (set, dict, int)) or isinstance(b, (set, dict, int))):
+        if (
+            isinstance(op, ast.BitOr)
+            and (
+                is_typeish(a)
+                or is_typeish(b)
+                or (a is None and is_unknown(b))
+                or (b is None and is_unknown(a))
+                or (is_unknown(a) and is_unknown(b))
+            )
+            and not (isinstance(a, (set, dict, int)) or isinstance(b, (set, dict, int)))
+        ):
             ta, tb = to_typeish(a), to_typeish(b)
             try:
                 return ta | tb
@@ -2339,10 +2515,18 @@ class Interp:
         if is_unknown(a) or is_unknown(b):
             return Unknown("binop")
         ops = {
-            ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
-            ast.Div: lambda x, y: x / y, ast.FloorDiv: lambda x, y: x // y, ast.Mod: lambda x, y: x % y,
-            ast.Pow: lambda x, y: x**y, ast.BitOr: lambda x, y: x | y, ast.BitAnd: lambda x, y: x & y,
-            ast.BitXor: lambda x, y: x ^ y, ast.LShift: lambda x, y: x << y, ast.RShift: lambda x, y: x >> y,
+            ast.Add: lambda x, y: x + y,
+            ast.Sub: lambda x, y: x - y,
+            ast.Mult: lambda x, y: x * y,
+            ast.Div: lambda x, y: x / y,
+            ast.FloorDiv: lambda x, y: x // y,
+            ast.Mod: lambda x, y: x % y,
+            ast.Pow: lambda x, y: x**y,
+            ast.BitOr: lambda x, y: x | y,
+            ast.BitAnd: lambda x, y: x & y,
+            ast.BitXor: lambda x, y: x ^ y,
+            ast.LShift: lambda x, y: x << y,
+            ast.RShift: lambda x, y: x >> y,
         }
         if isinstance(op, ast.Mod) and isinstance(a, str):
             try:
@@ -2390,8 +2574,12 @@ class Interp:
         if is_unknown(a) or is_unknown(b):
             return Unknown("compare")
         ops = {
-            ast.Eq: lambda x, y: x == y, ast.NotEq: lambda x, y: x != y, ast.Lt: lambda x, y: x < y,
-            ast.LtE: lambda x, y: x <= y, ast.Gt: lambda x, y: x > y, ast.GtE: lambda x, y: x >= y,
+            ast.Eq: lambda x, y: x == y,
+            ast.NotEq: lambda x, y: x != y,
+            ast.Lt: lambda x, y: x < y,
+            ast.LtE: lambda x, y: x <= y,
+            ast.Gt: lambda x, y: x > y,
+            ast.GtE: lambda x, y: x >= y,
         }
         try:
             return ops[type(op)](a, b)
@@ -2408,6 +2596,24 @@ class Interp:
             target_scope = target_scope.parent
         self.assign(node.target, value, target_scope)
         return value
+
+    def _yield_target(self, scope) -> list:
+        s = scope
+        while s is not None and getattr(s, "yields", None) is None:
+            s = s.parent
+        if s is None:
+            raise InterpError("yield outside a generator")
+        if len(s.yields) > 100_000:
+            raise InterpError("generator yields too much")
+        return s.yields
+
+    def _eval_Yield(self, node, scope):
+        self._yield_target(scope).append(self.eval(node.value, scope) if node.value is not None else None)
+        return None
+
+    def _eval_YieldFrom(self, node, scope):
+        self._yield_target(scope).extend(self.iterate(self.eval(node.value, scope)))
+        return None
 
     def _eval_Lambda(self, node, scope):
         return FuncRef(self, module_of(scope), node, scope)
@@ -2500,8 +2706,21 @@ class Interp:
     def _make_builtins(self):
         interp = self
         b = {k: getattr(builtins, k) for k in dir(builtins) if not k.startswith("__")}
-        for banned in ("open", "exec", "eval", "compile", "input", "__import__", "breakpoint", "exit", "quit",
-                       "help", "copyright", "credits", "license"):
+        for banned in (
+            "open",
+            "exec",
+            "eval",
+            "compile",
+            "input",
+            "__import__",
+            "breakpoint",
+            "exit",
+            "quit",
+            "help",
+            "copyright",
+            "credits",
+            "license",
+        ):
             b.pop(banned, None)
 
         def _isinstance(obj, classes):
@@ -2626,20 +2845,42 @@ class Interp:
                 return SuperProxy(classref_of(args[0]) or args[0], args[1])
             raise InterpError("super() form not supported")
 
+        def _iter(obj, *sentinel):
+            if sentinel:
+                return Unknown("iter(callable, sentinel)")
+            return iter(interp.iterate(obj)) if isinstance(obj, (set, frozenset, ClassRef)) else iter(obj)
+
         def _globals():
             module = interp.site_stack[-1][0] if interp.site_stack else None
             return module.values if isinstance(module, Module) else {}
 
         b.update(
-            globals=_globals, locals=lambda: {},
-            isinstance=_isinstance, issubclass=_issubclass, getattr=_getattr, hasattr=_hasattr,
-            setattr=_setattr, len=_len, sorted=_sorted, vars=_vars, print=_print, repr=_repr,
-            callable=_callable, super=_super, NotImplemented=NotImplemented, Ellipsis=Ellipsis,
+            globals=_globals,
+            locals=lambda: {},
+            iter=_iter,
+            isinstance=_isinstance,
+            issubclass=_issubclass,
+            getattr=_getattr,
+            hasattr=_hasattr,
+            setattr=_setattr,
+            len=_len,
+            sorted=_sorted,
+            vars=_vars,
+            print=_print,
+            repr=_repr,
+            callable=_callable,
+            super=_super,
+            NotImplemented=NotImplemented,
+            Ellipsis=Ellipsis,
         )
         # Real types stay real (so ``list[str]`` and ``isinstance(x, list)`` work); calling them is redirected.
         self.call_overrides = {
-            list: _iter_fn(list), tuple: _iter_fn(tuple), set: _iter_fn(set), frozenset: _iter_fn(frozenset),
-            dict: _dict, type: _type,
+            list: _iter_fn(list),
+            tuple: _iter_fn(tuple),
+            set: _iter_fn(set),
+            frozenset: _iter_fn(frozenset),
+            dict: _dict,
+            type: _type,
         }
         return b
 
@@ -2647,6 +2888,10 @@ class Interp:
 def name_is_dunder(raw) -> bool:
     name = getattr(raw, "__name__", "")
     return name.startswith("__") and name.endswith("__")
+
+
+def _canonical_key(value) -> tuple[str, str]:
+    return type(value).__name__, repr(value)
 
 
 def module_of(scope) -> Module:
@@ -2663,7 +2908,7 @@ def _accepts_unknown_kwargs(fn) -> bool:
         fn = fn.func
     if isinstance(fn, FuncRef) and fn.name == "add_argument":
         return True
-    return getattr(fn, "__name__", "") == "add_argument" or isinstance(fn, FuncRef) and fn.node.args.kwarg is not None
+    return getattr(fn, "__name__", "") == "add_argument" or (isinstance(fn, FuncRef) and fn.node.args.kwarg is not None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -2697,8 +2942,10 @@ def find_entry(sources: dict[str, str]) -> str:
         if path in sources and re.search(r"^def make_arg_parser\(", sources[path], re.M):
             return name
     for path in sorted(sources):
-        if path.startswith("vllm/entrypoints/") and "run_batch" not in path and re.search(
-            r"^def make_arg_parser\(", sources[path], re.M
+        if (
+            path.startswith("vllm/entrypoints/")
+            and "run_batch" not in path
+            and re.search(r"^def make_arg_parser\(", sources[path], re.M)
         ):
             return path[:-3].replace("/", ".")
     raise SystemExit("no make_arg_parser in this release")
@@ -2799,8 +3046,11 @@ def describe_actions(parser) -> list[dict]:
         visible = list(a.option_strings)
         hidden = [s for s in registered[id(action)] if s not in visible]
         kind = action_kind(action)
-        boolean = is_boolean_optional(action) or kind in ("_StoreTrueAction", "_StoreFalseAction") or (
-            kind == "_StoreConstAction" and isinstance(a.const, bool))
+        boolean = (
+            is_boolean_optional(action)
+            or kind in ("_StoreTrueAction", "_StoreFalseAction")
+            or (kind == "_StoreConstAction" and isinstance(a.const, bool))
+        )
         negative = None
         if is_boolean_optional(action):
             given = set(getattr(a, "_kv_given_option_strings", []))
@@ -2862,8 +3112,33 @@ def extract(sources: dict[str, str], platform: str = "cuda", entry: str = "serve
 
     ``vllm serve`` builds its parser with ``ServeSubcommand.subparser_init``, which calls ``make_arg_parser``;
     up to 0.9 it added a few options of its own (``--config``, ``--headless``, ``--api-server-count``, …).
+
+    The parser is built twice, iterating sets in a fixed order and in its reverse. Real vLLM iterates sets in
+    an order that changes with ``PYTHONHASHSEED``; where that changes an option (0.8/0.9 pick one of two
+    ``Literal`` types of ``--guided-decoding-backend`` from a set), the option is marked
+    ``"varies_between_runs": true`` and both results are kept.
     """
-    interp = Interp(sources, platform=platform)
+    options, warnings, where = _extract_once(sources, platform, entry, "canonical")
+    alt_options, _, _ = _extract_once(sources, platform, entry, "reversed")
+    alt = {o["flags"][0]: o for o in alt_options}
+    for o in options:
+        other = alt.get(o["flags"][0])
+        if other is None:
+            o["varies_between_runs"] = True
+            continue
+        keys = [k for k in ("choices", "default", "type", "nargs", "deprecated") if o.get(k) != other.get(k)]
+        if keys or o["flags"] != other["flags"]:
+            o["varies_between_runs"] = True
+            for k in keys:
+                o[f"{k}_alternatives"] = [o[k], other[k]]
+    extra = sorted(set(alt) - {o["flags"][0] for o in options})
+    if extra:
+        warnings = [*warnings, f"options present only with the other set order: {extra}"]
+    return options, warnings, where
+
+
+def _extract_once(sources, platform, entry, set_order):
+    interp = Interp(sources, platform=platform, set_order=set_order)
     parser_cls = None
     for candidate in ("vllm.utils.argparse_utils", "vllm.utils"):
         mod = interp.load_module(candidate, quiet=True)
@@ -2917,7 +3192,8 @@ def fixture_type(action: dict):
     """Value type of a fixture action in this script's vocabulary; ``_NOT_FOUND`` when the dump cannot tell."""
     kind = action["action"]
     if kind in ("BooleanOptionalAction", "_StoreTrueAction", "_StoreFalseAction") or kind.endswith(
-            "EnableDisableAction"):
+        "EnableDisableAction"
+    ):
         return "bool"
     if kind == "_HelpAction":
         return None
@@ -2957,6 +3233,8 @@ def compare_with_fixture(options: list[dict], fixture: dict) -> tuple[list[str],
             seen.add(id(o))
             pairs.append((a, o))
     choice_mm, type_mm, dep_mm, dest_mm, default_mm, action_mm, callable_mm = [], [], [], [], [], [], []
+    order_mm: list[str] = []
+    nargs_mm: list[str] = []
     type_compared = type_uncomparable = 0
     default_compared = 0
     for a, o in pairs:
@@ -2965,7 +3243,7 @@ def compare_with_fixture(options: list[dict], fixture: dict) -> tuple[list[str],
         if (fc is None) != (o["choices"] is None) or (fc is not None and list(fc) != list(o["choices"])):
             choice_mm.append(f"{flag}: fixture {fc} vs extracted {o['choices']}")
         ft = fixture_type(a)
-        if ft is _NOT_FOUND or o["type"] is None and ft is not None:
+        if ft is _NOT_FOUND or (o["type"] is None and ft is not None):
             type_uncomparable += 1
         else:
             type_compared += 1
@@ -2979,14 +3257,14 @@ def compare_with_fixture(options: list[dict], fixture: dict) -> tuple[list[str],
             dest_mm.append(f"{flag}: fixture {a['dest']} vs extracted {o['dest']}")
         if a["action"] != o["action"]:
             action_mm.append(f"{flag}: fixture {a['action']} vs extracted {o['action']}")
-        fd = a["default"]
-        if o.get("default_is_literal", True) and not isinstance(fd, str) or (
-                isinstance(fd, str) and o.get("default_is_literal", True)):
-            if not (isinstance(fd, str) and (fd.startswith("<") or "(" in fd) and not o.get("default_is_literal", True)):
-                default_compared += 1
-                od = o["default"]
-                if not _same_default(fd, od):
-                    default_mm.append(f"{flag}: fixture {fd!r} vs extracted {od!r}")
+        if a["flags"] != o["flags"]:
+            order_mm.append(f"{flag}: fixture {a['flags']} vs extracted {o['flags']}")
+        if a["nargs"] != o["nargs"]:
+            nargs_mm.append(f"{flag}: fixture {a['nargs']!r} vs extracted {o['nargs']!r}")
+        if o.get("default_is_literal", True):  # only literal defaults are in the table
+            default_compared += 1
+            if not _same_default(a["default"], o["default"]):
+                default_mm.append(f"{flag}: fixture {a['default']!r} vs extracted {o['default']!r}")
     stats.update(
         compared_options=len(pairs),
         choice_mismatches=choice_mm,
@@ -2994,6 +3272,8 @@ def compare_with_fixture(options: list[dict], fixture: dict) -> tuple[list[str],
         type_uncomparable=type_uncomparable,
         type_mismatches=type_mm,
         type_callable_mismatches=callable_mm,
+        flag_order_mismatches=order_mm,
+        nargs_mismatches=nargs_mm,
         deprecation_mismatches=dep_mm,
         dest_mismatches=dest_mm,
         action_mismatches=action_mm,
@@ -3012,18 +3292,29 @@ def compare_with_fixture(options: list[dict], fixture: dict) -> tuple[list[str],
     for g in grouping:
         lines.append(f"  grouped differently: {g}")
     lines.append(f"options compared: {len(pairs)}")
+    lines.append(f"  option strings in a different order within an option: {len(order_mm)}")
+    lines.extend(f"    {m}" for m in order_mm)
     lines.append(f"  dest mismatches: {len(dest_mm)}")
     lines.extend(f"    {m}" for m in dest_mm)
+    lines.append(f"  nargs mismatches: {len(nargs_mm)}")
+    lines.extend(f"    {m}" for m in nargs_mm)
     lines.append(f"  action class mismatches: {len(action_mm)}")
     lines.extend(f"    {m}" for m in action_mm)
     lines.append(f"  choices mismatches: {len(choice_mm)}")
     lines.extend(f"    {m}" for m in choice_mm)
+    uncomparable = collections.Counter(
+        str(a["type"] or a["action"])
+        for a, o in pairs
+        if fixture_type(a) is _NOT_FOUND or (o["type"] is None and fixture_type(a))
+    )
     lines.append(
         f"  type: compared {type_compared}, mismatches {len(type_mm)}, not comparable {type_uncomparable} "
-        "(the dump names a wrapper such as _optional_type or <lambda>, or the extractor could not classify it)"
+        f"(the dump only names the wrapper: {', '.join(f'{n} {k}' for k, n in uncomparable.most_common())})"
     )
     lines.extend(f"    {m}" for m in type_mm)
-    lines.append(f"  type callable (the function argparse calls, by name): mismatches {len(callable_mm)} of {len(pairs)}")
+    lines.append(
+        f"  type callable (the function argparse calls, by name): mismatches {len(callable_mm)} of {len(pairs)}"
+    )
     lines.extend(f"    {m}" for m in callable_mm)
     lines.append(f"  deprecation mismatches: {len(dep_mm)}")
     lines.extend(f"    {m}" for m in dep_mm)
@@ -3124,7 +3415,9 @@ def check_fixture(index: dict, path: Path, platform_arg: str | None, show_warnin
     line = parse_line(fixture["vllm_version"])
     platform = platform_arg or ("cpu" if "cpu" in str(fixture.get("source", "")).lower() else "cuda")
     release = Release(index, line)
-    print(f"fixture: {path} ({fixture.get('source')}, vLLM {fixture['vllm_version']}, {len(fixture['actions'])} options)")
+    print(
+        f"fixture: {path} ({fixture.get('source')}, vLLM {fixture['vllm_version']}, {len(fixture['actions'])} options)"
+    )
     print(f"extracting {release.entry['filename']} with current_platform = {platform}")
     if release.version != fixture["vllm_version"]:
         print(f"  note: newest release of the line is {release.version}, the fixture is {fixture['vllm_version']}")
@@ -3151,14 +3444,27 @@ def check_fixture(index: dict, path: Path, platform_arg: str | None, show_warnin
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--versions", nargs="+", type=parse_line, metavar="LINE",
-                    help="release lines to extract, e.g. 0.8 0.32 (default: every line 0.8 … 0.33)")
+    ap.add_argument(
+        "--versions",
+        nargs="+",
+        type=parse_line,
+        metavar="LINE",
+        help="release lines to extract, e.g. 0.8 0.32 (default: every line 0.8 … 0.33)",
+    )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
-    ap.add_argument("--platform", choices=["cuda", "cpu"], default=None,
-                    help="what current_platform stands for (default: cuda; with --check-fixture: the fixture's)")
-    ap.add_argument("--check-fixture", type=Path, metavar="PATH",
-                    help="compare the table of the fixture's release with a real dump of its parser, then exit "
-                         "(non-zero when option strings differ)")
+    ap.add_argument(
+        "--platform",
+        choices=["cuda", "cpu"],
+        default=None,
+        help="what current_platform stands for (default: cuda; with --check-fixture: the fixture's)",
+    )
+    ap.add_argument(
+        "--check-fixture",
+        type=Path,
+        metavar="PATH",
+        help="compare the table of the fixture's release with a real dump of its parser, then exit "
+        "(non-zero when option strings differ)",
+    )
     ap.add_argument("--show-warnings", action="store_true", help="print every interpreter warning")
     args = ap.parse_args(argv)
 
@@ -3172,8 +3478,7 @@ def main(argv=None) -> int:
         name = f"{line[0]}.{line[1]}"
         print(f"[{name}] picking the newest release of the line", flush=True)
         release = Release(index, line)
-        print(f"[{name}] {release.entry['filename']}: sha256 verified, {len(release.sources)} Python files",
-              flush=True)
+        print(f"[{name}] {release.entry['filename']}: sha256 verified, {len(release.sources)} Python files", flush=True)
         table, warnings = build_table(release, platform)
         path = args.out / f"{name}.json"
         path.write_text(dump_table(table))
@@ -3193,11 +3498,22 @@ def run_main() -> int:
 
     sys.setrecursionlimit(20000)
     threading.stack_size(512 * 1024 * 1024)
-    result: list[int] = []
-    worker = threading.Thread(target=lambda: result.append(main()))
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["rc"] = main()
+        except BaseException as exc:  # re-raised on the main thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name="extract_flags")
     worker.start()
     worker.join()
-    return result[0] if result else 1
+    if isinstance(outcome.get("error"), BrokenPipeError):
+        return 1
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return int(outcome.get("rc", 1))  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

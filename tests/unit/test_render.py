@@ -13,7 +13,7 @@ from kvpilot.catalog.gpus import get_gpu
 from kvpilot.catalog.models import resolve_model
 from kvpilot.errors import RenderError, SpecError
 from kvpilot.pipeline import parse_llmdeployment, render_all
-from kvpilot.render.flags import FLAGS, flag_problem, flags_for
+from kvpilot.render.flags import flag_problem, flag_table, flags_diff, flags_for
 from kvpilot.render.objects import SPEC_HASH_ANNOTATION, RenderContext, dns_label
 from kvpilot.render.vllm_args import render_vllm_args
 from kvpilot.sizing.planner import plan_resolved
@@ -76,7 +76,7 @@ def test_extra_args_checked_against_each_version(flag: str, refused: list[str], 
         (["--api-key", "abc"], "use spec.engine.apiKeySecretRef"),
         (["--hf-token=x"], "use spec.model.tokenSecretRef"),
         (["--tokenizer", "hf_abcdefghijklmnopqrstuvwxyz012345"], "looks like a credential"),
-        (["--no-such-flag"], "not a flag kvpilot knows"),
+        (["--no-such-flag"], "not a flag of any vLLM kvpilot knows"),
         (["--speculative-model", "x"], "removed before vLLM 0.8"),
         (["stray"], "is not a flag"),
         (["--kv-cache-memory-bytes=10G"], "void the sizing plan"),
@@ -94,12 +94,14 @@ def test_extra_args_with_values_pass_through_in_order() -> None:
 
 
 def test_version_specific_choices() -> None:
+    # Choices as each line's own parser lists them (kvpilot/data/vllm_flags).
     with pytest.raises(RenderError, match="block sizes"):
-        args_for(spec(engine={**image("0.11.0"), "blockSize": 256}))
-    assert "256" in args_for(spec(engine={**image("0.12.0"), "blockSize": 256}))
+        args_for(spec(engine={**image("0.10.0"), "blockSize": 256}))
+    assert "256" in args_for(spec(engine={**image("0.11.0"), "blockSize": 256}))
     assert "48" in args_for(spec(engine={**image("0.20.0"), "blockSize": 48}))
     with pytest.raises(RenderError, match="kvCacheDtype"):
-        args_for(spec(engine={**image("0.20.0"), "kvCacheDtype": "float16"}))
+        args_for(spec(engine={**image("0.17.0"), "kvCacheDtype": "float16"}))
+    assert "float16" in args_for(spec(engine={**image("0.18.0"), "kvCacheDtype": "float16"}))
     with pytest.raises(RenderError, match="no built-in gguf"):
         args_for(spec("Qwen/Qwen2.5-7B-Instruct-GGUF", engine=image("0.33.0")))
     assert "gguf" in args_for(spec("Qwen/Qwen2.5-7B-Instruct-GGUF", engine=image("0.30.0")))
@@ -148,13 +150,37 @@ def test_every_example_renders_for_every_supported_version(example: Path) -> Non
 
 
 def test_flag_table_agrees_with_real_vllm_032_parser(shared_dir: Path) -> None:
+    """The shipped 0.32 table, made from the sdist without importing vLLM, against a dump of the real parser."""
     dump = json.loads((shared_dir / "fixtures" / "vllm-0.32.0-cli-args.json").read_text())
-    real = {flag for action in dump["actions"] for flag in action["flags"]}
-    line = VersionLine(0, 32)
-    for record in FLAGS:
-        for name in record.names:
-            assert record.present_in(line) == (name in real), name
-    assert flag_problem("--disable-log-requests", line) is not None
+    table = flag_table(VersionLine(0, 32))
+    real = {tuple(a["flags"]): a for a in dump["actions"]}
+    ours = {tuple(o["flags"]): o for o in table.options}
+    assert set(ours) == set(real)
+    for flags, action in real.items():
+        option = ours[flags]
+        assert option["dest"] == action["dest"], flags
+        assert option["deprecated"] == action["deprecated"], flags
+        if action["choices"] is not None and "--mm-processor-device" not in flags:  # platform-dependent
+            assert option["choices"] == action["choices"], flags
+    assert flag_problem("--disable-log-requests", VersionLine(0, 32)) is not None
+
+
+def test_every_supported_line_has_a_table_recording_how_it_was_made() -> None:
+    for line in supported_lines():
+        table = flag_table(line)
+        assert table.vllm_version.startswith(f"{line}.") and "sha256" in table.method
+        assert len(table.options) > 100 and "--max-model-len" in table.by_flag
+
+
+def test_removed_and_added_flags_say_when_and_what_instead() -> None:
+    problem = flag_problem("--swap-space", VersionLine(0, 33))
+    assert problem and "removed in 0.18" in problem and "CPU swap" in problem
+    assert flag_problem("--swap-space", VersionLine(0, 17)) is None  # the parser still had it
+    added = flag_problem("--performance-mode", VersionLine(0, 16))
+    assert added and "added in 0.17" in added
+    assert flag_problem("--performance-mode", VersionLine(0, 17)) is None
+    diff = flags_diff(VersionLine(0, 10), VersionLine(0, 33))
+    assert "--swap-space" in diff["removed"] and any(n.startswith("--swap-space:") for n in diff["notes"])
 
 
 # --------------------------------------------------------------------------------------- objects

@@ -131,8 +131,11 @@ def main(argv=None) -> int:
     print(f"[tiny-model] building tokenizer (byte-level BPE, vocab {VOCAB_SIZE})", flush=True)
     tok = build_tokenizer()
     tok.save_pretrained(out)
-    print(f"[tiny-model] building LlamaForCausalLM: layers={LAYERS} hidden={HIDDEN} "
-          f"heads={HEADS} kv_heads={KV_HEADS} vocab={len(tok)} seed={SEED}", flush=True)
+    print(
+        f"[tiny-model] building LlamaForCausalLM: layers={LAYERS} hidden={HIDDEN} "
+        f"heads={HEADS} kv_heads={KV_HEADS} vocab={len(tok)} seed={SEED}",
+        flush=True,
+    )
     model = build_model(tok)
     model.save_pretrained(out, safe_serialization=True)
     n = sum(p.numel() for p in model.parameters())

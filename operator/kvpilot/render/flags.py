@@ -1,141 +1,52 @@
-"""What each vLLM release line accepts on its command line.
+"""What each vLLM release line accepts on its command line, from vLLM's own parser.
 
-The table records, per flag, the release lines where the flag exists, how it takes a value, and
-what replaced it.  Sources: vLLM's own argument parsers read from released wheels (see
-``../shared/notes/vllm-facts.md`` in the development workspace); lines between two checked
-releases are assumed to behave like the nearer checked neighbour.  It is deliberately a refusal
-list as much as an allow list: rendering a flag a version removed is how other operators
-crash-loop pods (``--disable-log-requests`` on 0.18–0.32, for example).
+The tables in ``kvpilot/data/vllm_flags/<line>.json`` are made by ``hack/vllm/extract_flags.py`` from each
+release's published source (read, never imported): every option string of the ``vllm serve`` parser
+with its action, type, choices and deprecation. The 0.32 table matches a dump of the real 0.32.0
+parser option for option (``tests/unit/test_render.py``), and the live tier checks the rendered
+command lines against a running vLLM. This module only adds what a parser cannot say: what replaced a
+removed flag. Rendering a flag a version removed is how other operators crash-loop pods
+(``--disable-log-requests`` in 0.17-0.32, for example), so the tables are a refusal list as much as an
+allow list.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
 
-from kvpilot.versions import NEWEST_SUPPORTED, OLDEST_SUPPORTED, VersionLine
+from kvpilot.versions import NEWEST_SUPPORTED, OLDEST_SUPPORTED, VersionLine, supported_lines
 
 _V = VersionLine.parse
+# argparse actions that take no value on the command line.
+_NO_VALUE_ACTIONS = {
+    "_StoreTrueAction",
+    "_StoreFalseAction",
+    "_StoreConstAction",
+    "_CountAction",
+    "_HelpAction",
+    "_VersionAction",
+    "BooleanOptionalAction",
+    "EnableDisableAction",
+}
 
-
-@dataclass(frozen=True)
-class FlagRecord:
-    names: tuple[str, ...]
-    takes_value: bool = True
-    since: str = "0.8"
-    until: str | None = None  # last release line that has it; None: still present
-    also_since: str | None = None  # reintroduced from this line (e.g. as an auto-generated negative)
-    replacement: str = ""
-
-    def present_in(self, line: VersionLine) -> bool:
-        if _V(self.since) <= line and (self.until is None or line <= _V(self.until)):
-            return True
-        return self.also_since is not None and _V(self.also_since) <= line
-
-
-def _f(*names: str, **kw: object) -> FlagRecord:
-    return FlagRecord(names=names, **kw)  # type: ignore[arg-type]
-
-
-FLAGS: tuple[FlagRecord, ...] = (
-    # Serving and model
-    _f("--model"),
-    _f("--served-model-name"),
-    _f("--host"),
-    _f("--port"),
-    _f("--api-key"),
-    _f("--revision"),
-    _f("--code-revision"),
-    _f("--tokenizer"),
-    _f("--tokenizer-revision"),
-    _f("--tokenizer-mode"),
-    _f("--download-dir"),
-    _f("--load-format"),
-    _f("--dtype"),
-    _f("--trust-remote-code", takes_value=False),
-    _f("--seed"),
-    _f("--max-model-len"),
-    _f("--hf-overrides"),
-    _f("--generation-config"),
-    _f("--override-generation-config"),
-    _f("--chat-template"),
-    _f("--max-logprobs"),
-    _f("--enable-auto-tool-choice", takes_value=False),
-    _f("--tool-call-parser"),
-    _f("--reasoning-parser"),
-    _f("--limit-mm-per-prompt"),
-    _f("--uvicorn-log-level"),
-    _f("--root-path"),
-    _f("--allowed-origins"),
-    _f("--disable-fastapi-docs", takes_value=False),
-    _f("--enable-prompt-tokens-details", takes_value=False),
-    _f("--return-tokens-as-token-ids", takes_value=False),
-    _f("--disable-log-stats", takes_value=False),
-    _f("--otlp-traces-endpoint"),
-    # Parallelism
-    _f("--tensor-parallel-size", "-tp"),
-    _f("--pipeline-parallel-size", "-pp"),
-    _f("--data-parallel-size", "-dp"),
-    _f("--distributed-executor-backend"),
-    _f("--enable-expert-parallel", takes_value=False),
-    _f("--disable-custom-all-reduce", takes_value=False),
-    # Memory and cache
-    _f("--gpu-memory-utilization"),
-    _f("--device-memory-utilization", since="0.32"),
-    _f("--kv-cache-memory-bytes", since="0.10"),
-    _f("--num-gpu-blocks-override"),
-    _f("--cpu-offload-gb"),
-    _f("--block-size"),
-    _f("--kv-cache-dtype"),
-    _f("--enable-prefix-caching", takes_value=False),
-    _f("--no-enable-prefix-caching", takes_value=False),
-    _f("--disable-prefix-caching", takes_value=False, since="0.33"),
-    _f("--enforce-eager", takes_value=False),
-    _f("--swap-space", until="0.16", replacement="removed in 0.18 (no CPU swap in the V1 engine); drop it"),
-    _f("--max-seq-len-to-capture", until="0.10", replacement="removed in 0.11; drop it"),
-    # Quantization
-    _f("--quantization", "-q"),
-    # Scheduler
-    _f("--max-num-seqs"),
-    _f("--max-num-batched-tokens"),
-    _f("--max-num-active-seqs", since="0.32"),
-    _f("--max-num-queued-reqs", since="0.32"),
-    _f("--max-num-queued-tokens", since="0.32"),
-    _f("--performance-mode", since="0.32"),
-    _f("--enable-chunked-prefill", takes_value=False),
-    _f("--no-enable-chunked-prefill", takes_value=False),
-    _f("--disable-chunked-prefill", takes_value=False, since="0.33"),
-    _f("--long-prefill-token-threshold"),
-    # Absent from vLLM 0.32.0's parser; the line that dropped it is not pinned down yet.
-    _f("--max-num-partial-prefills", until="0.31", replacement="absent from 0.32 on; drop it"),
-    _f("--scheduling-policy"),
-    _f("--preemption-mode", until="0.10", replacement="removed in 0.11; drop it"),
-    _f("--scheduler-delay-factor", until="0.10", replacement="removed in 0.11; drop it"),
-    _f("--num-scheduler-steps", until="0.9", replacement="removed in 0.10 (multi-step scheduling is gone)"),
-    _f("--multi-step-stream-outputs", until="0.9", replacement="removed in 0.10"),
-    _f("--use-v2-block-manager", takes_value=False, until="0.9", replacement="a no-op since 0.6, removed in 0.10"),
-    _f("--tokenizer-pool-size", until="0.9", replacement="removed in 0.10"),
-    _f("--tokenizer-pool-type", until="0.9", replacement="removed in 0.10"),
-    # Speculative decoding
-    _f("--speculative-config", "-sc"),
-    # LoRA
-    _f("--enable-lora", takes_value=False),
-    _f("--max-loras"),
-    _f("--max-lora-rank"),
-    _f("--max-cpu-loras"),
-    _f("--lora-modules"),
-    # Logging
-    _f("--enable-log-requests", takes_value=False, since="0.10"),
-    _f("--no-enable-log-requests", takes_value=False, since="0.10"),
-    _f(
-        "--disable-log-requests",
-        takes_value=False,
-        until="0.16",
-        also_since="0.33",
-        replacement="absent from 0.18 to 0.32 (request logging is off by default since 0.10); drop it",
-    ),
-    _f("--hf-token"),
-)
-
+# What to do instead of a flag a release removed (the parser tables say that it went, not why).
+REPLACEMENTS: dict[str, str] = {
+    "--swap-space": "no CPU swap in the V1 engine; drop it",
+    "--max-seq-len-to-capture": "CUDA graphs are sized by compilation config now; drop it",
+    "--max-num-partial-prefills": "drop it",
+    "--preemption-mode": "V1 always preempts by recompute; drop it",
+    "--scheduler-delay-factor": "drop it",
+    "--num-scheduler-steps": "multi-step scheduling is gone; drop it",
+    "--multi-step-stream-outputs": "multi-step scheduling is gone; drop it",
+    "--use-v2-block-manager": "a no-op since 0.6; drop it",
+    "--tokenizer-pool-size": "drop it",
+    "--tokenizer-pool-type": "drop it",
+    "--disable-log-requests": "request logging is off by default since 0.10 (--enable-log-requests turns it on)",
+}
 # Flags removed before the oldest line kvpilot supports, with what replaced them.
 REMOVED_BEFORE_SUPPORT: dict[str, str] = {
     "--speculative-model": "use --speculative-config (spec.engine.speculative)",
@@ -143,77 +54,121 @@ REMOVED_BEFORE_SUPPORT: dict[str, str] = {
     "--worker-use-ray": "use --distributed-executor-backend ray",
 }
 
-_BY_NAME: dict[str, FlagRecord] = {name: rec for rec in FLAGS for name in rec.names}
+
+@dataclass(frozen=True)
+class FlagTable:
+    line: VersionLine
+    vllm_version: str
+    method: str
+    options: tuple[dict[str, Any], ...]
+
+    @property
+    def by_flag(self) -> dict[str, dict[str, Any]]:
+        return _index(self.line)
+
+    def option(self, name: str) -> dict[str, Any] | None:
+        return self.by_flag.get(name)
 
 
-def flag_record(name: str) -> FlagRecord | None:
-    return _BY_NAME.get(name.replace("_", "-") if name.startswith("--") else name)
+@cache
+def _index(line: VersionLine) -> dict[str, dict[str, Any]]:
+    return {flag: option for option in flag_table(line).options for flag in option["flags"]}
+
+
+@cache
+def flag_table(line: VersionLine) -> FlagTable:
+    text = resources.files("kvpilot").joinpath(f"data/vllm_flags/{line}.json").read_text()
+    data = json.loads(text)
+    return FlagTable(line, data["vllm_version"], data["method"], tuple(data["options"]))
+
+
+def _normalise(name: str) -> str:
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+def takes_value(name: str, line: VersionLine) -> bool:
+    option = flag_table(line).option(_normalise(name))
+    if option is None:
+        return False
+    return option["action"] not in _NO_VALUE_ACTIONS and option.get("nargs") != 0
 
 
 def flag_problem(name: str, line: VersionLine) -> str | None:
-    """Why vLLM ``line`` would refuse ``name``, or None if it accepts it."""
+    """Why vLLM ``line`` would refuse ``name``, or None if its parser accepts it."""
+    name = _normalise(name)
     if name in REMOVED_BEFORE_SUPPORT:
         return f"{name} was removed before vLLM {OLDEST_SUPPORTED}: {REMOVED_BEFORE_SUPPORT[name]}"
-    record = flag_record(name)
-    if record is None:
+    if flag_table(line).option(name) is not None:
+        return None
+    lines = supported_lines()
+    has = [other for other in lines if flag_table(other).option(name) is not None]
+    if not has:
         covered = f"{OLDEST_SUPPORTED}–{NEWEST_SUPPORTED}"
-        return f"{name} is not a flag kvpilot knows for vLLM {line} (kvpilot's table covers {covered})"
-    if not record.present_in(line):
-        if _V(record.since) > line:
-            return f"{name} does not exist in vLLM {line} (added in {record.since})"
-        return f"{name} is not accepted by vLLM {line}: {record.replacement or 'removed'}"
-    return None
+        return f"{name} is not a flag of any vLLM kvpilot knows ({covered})"
+    later = [other for other in has if other > line]
+    earlier = [other for other in has if other < line]
+    if earlier:
+        gone = min(other for other in lines if other > max(earlier) and flag_table(other).option(name) is None)
+        note = REPLACEMENTS.get(name, "drop it")
+        back = f"; back in {min(later)}" if later else ""
+        return f"{name} is not accepted by vLLM {line}: removed in {gone}{back} ({note})"
+    return f"{name} does not exist in vLLM {line} (added in {min(later)})"
 
 
 def flags_for(line: VersionLine) -> list[str]:
-    return sorted(name for rec in FLAGS if rec.present_in(line) for name in rec.names)
+    return sorted(flag_table(line).by_flag)
 
 
 def negative_flag(feature: str, line: VersionLine) -> str:
     """The off switch of a boolean feature: ``--no-enable-X`` up to 0.32, ``--disable-X`` from 0.33."""
-    return f"--disable-{feature}" if line >= _V("0.33") else f"--no-enable-{feature}"
+    for candidate in (f"--disable-{feature}", f"--no-enable-{feature}"):
+        option = flag_table(line).option(candidate)
+        if option is not None and option["action"] in _NO_VALUE_ACTIONS:
+            return candidate
+    return f"--no-enable-{feature}"
 
 
-def block_size_choices(line: VersionLine) -> tuple[int, ...] | None:
-    """Allowed --block-size values, or None when any positive integer is accepted (0.18 on)."""
-    if line <= _V("0.11"):
-        return (1, 8, 16, 32, 64, 128)
-    if line <= _V("0.17"):
-        return (1, 8, 16, 32, 64, 128, 256)
+def _choices(flag: str, line: VersionLine) -> list[Any] | None:
+    """The option's choices in ``line``; when the parser only shows a metavar (vLLM validates later),
+    the choices of the nearest older line that listed them."""
+    for other in sorted((x for x in supported_lines() if x <= line), reverse=True):
+        option = flag_table(other).option(flag)
+        if option is not None and option.get("choices"):
+            return [c for c in option["choices"] if c is not None]
     return None
 
 
+def block_size_choices(line: VersionLine) -> tuple[int, ...] | None:
+    """Allowed --block-size values, or None when the parser takes any integer."""
+    option = flag_table(line).option("--block-size")
+    if option is None or not option.get("choices"):
+        return None
+    return tuple(int(c) for c in option["choices"] if c is not None)
+
+
 def kv_cache_dtype_choices(line: VersionLine) -> tuple[str, ...]:
-    choices = ["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
-    if line >= _V("0.10"):
-        choices.append("fp8_inc")
-    if line >= _V("0.11"):
-        choices.append("bfloat16")
-    if line >= _V("0.21"):
-        choices.append("float16")
-    return tuple(choices)
+    return tuple(str(c) for c in _choices("--kv-cache-dtype", line) or ["auto"])
 
 
 def quantization_methods(line: VersionLine) -> tuple[str, ...]:
     """The --quantization values kvpilot renders that ``line`` has built in.
 
-    gguf and bitsandbytes were checked present in 0.10 and 0.12 and absent in 0.33 (vLLM moved GGUF to a
-    plugin); lines between are assumed to still have them.
+    Where the parser lists choices they decide; newer lines only show a metavar, and there the methods
+    follow vLLM's quantization registry (gguf and bitsandbytes left it in 0.33 for plugins).
     """
-    methods = ["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors"]
-    if line <= _V("0.32"):
-        methods += ["bitsandbytes", "gguf"]
-    return tuple(methods)
+    rendered = ["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes", "gguf"]
+    option = flag_table(line).option("--quantization")
+    if option is not None and option.get("choices"):
+        return tuple(m for m in rendered if m in option["choices"])
+    if line >= _V("0.33"):
+        rendered = [m for m in rendered if m not in ("bitsandbytes", "gguf")]
+    return tuple(rendered)
 
 
 def flags_diff(old: VersionLine, new: VersionLine) -> dict[str, list[str]]:
-    """What changed on the command line between two release lines: added, removed, and (for removed
-    flags) what replaced them."""
+    """What changed on the command line between two release lines: added, removed, and what replaced
+    the removed ones."""
     before, after = set(flags_for(old)), set(flags_for(new))
     removed = sorted(before - after)
-    notes = []
-    for name in removed:
-        record = flag_record(name)
-        if record and record.replacement:
-            notes.append(f"{name}: {record.replacement}")
+    notes = [f"{name}: {REPLACEMENTS[name]}" for name in removed if name in REPLACEMENTS]
     return {"added": sorted(after - before), "removed": removed, "notes": notes}

@@ -11,10 +11,10 @@ from kvpilot.errors import FieldIssue, RenderError
 from kvpilot.render.flags import (
     block_size_choices,
     flag_problem,
-    flag_record,
     kv_cache_dtype_choices,
     negative_flag,
     quantization_methods,
+    takes_value,
 )
 from kvpilot.sizing.planner import SizingPlan
 from kvpilot.sizing.settings import EngineSettings
@@ -114,8 +114,7 @@ def check_extra_args(args: list[str], settings: EngineSettings) -> list[FieldIss
         if problem:
             issues.append(FieldIssue(path, problem))
             continue
-        record = flag_record(name)
-        if record and record.takes_value and not has_inline_value:
+        if takes_value(name, settings.line) and not has_inline_value:
             expecting_value_for = name
     return issues
 
