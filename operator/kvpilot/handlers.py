@@ -26,7 +26,7 @@ from kvpilot.kube import ApplyRejected, KindNotServed, Kube
 from kvpilot.metrics.names import metric_names
 from kvpilot.metrics.sources import MetricsUnavailable, PodTarget, PrometheusSource, ScrapeSource
 from kvpilot.pipeline import Rendered, parse_spec, render_all
-from kvpilot.render.objects import OWNER_LABEL, RenderContext, dns_label
+from kvpilot.render.objects import OWNER_LABEL, RenderContext, already_applied, dns_label
 from kvpilot.status import (
     METRICS_AVAILABLE,
     ChildDeployment,
@@ -144,6 +144,13 @@ def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> 
     if rendered is not None:
         try:
             for obj in rendered.objects:
+                live = (
+                    child_obj
+                    if obj["kind"] == "Deployment"
+                    else kube.get(obj["apiVersion"], obj["kind"], namespace, obj["metadata"]["name"])
+                )
+                if live is not None and already_applied(live, obj):
+                    continue  # every field kvpilot sets is already so: a resync writes nothing
                 try:
                     applied = kube.apply(obj)
                 except KindNotServed as exc:

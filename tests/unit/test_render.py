@@ -14,7 +14,7 @@ from kvpilot.catalog.models import resolve_model
 from kvpilot.errors import RenderError, SpecError
 from kvpilot.pipeline import parse_llmdeployment, render_all
 from kvpilot.render.flags import flag_problem, flag_table, flags_diff, flags_for
-from kvpilot.render.objects import SPEC_HASH_ANNOTATION, RenderContext, dns_label
+from kvpilot.render.objects import SPEC_HASH_ANNOTATION, RenderContext, already_applied, dns_label
 from kvpilot.render.vllm_args import render_vllm_args
 from kvpilot.sizing.planner import plan_resolved
 from kvpilot.sizing.settings import resolve_settings
@@ -283,3 +283,20 @@ def test_non_root_when_asked() -> None:
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     default = render_all(spec(), RenderContext("a", "ns", 1)).objects[0]["spec"]["template"]["spec"]
     assert "runAsNonRoot" not in default["securityContext"]
+
+
+def test_already_applied_is_containment_so_defaults_do_not_force_writes() -> None:
+    deploy = _render_example(ROOT / "examples" / "llama3.1-8b-a100.yaml")[0]
+    live = json.loads(json.dumps(deploy))
+    live["metadata"]["resourceVersion"] = "42"
+    live["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"  # a default the API server adds
+    live["spec"]["template"]["spec"]["containers"][0]["terminationMessagePath"] = "/dev/termination-log"
+    live["status"] = {"readyReplicas": 1}
+    assert already_applied(live, deploy)
+    drifted = json.loads(json.dumps(live))
+    drifted["spec"]["template"]["spec"]["containers"][0]["args"].append("--enforce-eager")
+    assert not already_applied(drifted, deploy)  # someone edited the args: apply again
+    scaled = json.loads(json.dumps(live))
+    scaled["spec"]["replicas"] = 5
+    assert not already_applied(scaled, deploy)
+    assert not already_applied({**live, "spec": {**live["spec"], "replicas": True}}, {"spec": {"replicas": 1}})

@@ -263,3 +263,22 @@ def build_pod_monitor(spec: LLMDeploymentSpec, ctx: RenderContext) -> Obj:
             ],
         },
     }
+
+
+def already_applied(live: Any, desired: Any) -> bool:
+    """Whether ``live`` already holds every field of ``desired`` with the same value.
+
+    The API server adds defaults and status around what was applied, so this is containment, not
+    equality: dicts must contain every desired key, lists must match item by item. Anything the API
+    server normalises differently (a quantity written another way) just reads as "not applied", and
+    the object is applied again: the check can only save a write, never skip a needed one.
+    """
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(k in live and already_applied(live[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(already_applied(a, b) for a, b in zip(live, desired, strict=True))
+        )
+    return bool(live == desired and type(live) is type(desired))
