@@ -8,6 +8,8 @@ are ``TransientError`` (retry with backoff); a request the API server rejects as
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 import urllib3
@@ -56,25 +58,52 @@ def load_api_client() -> client.ApiClient:
     return client.ApiClient()
 
 
+# A kind the cluster did not serve is asked about again after this long (its CRD may be installed).
+NOT_SERVED_RECHECK_SECONDS = 60.0
+
+
 class Kube:
     def __init__(self, api_client: client.ApiClient | None = None) -> None:
         self.api_client = api_client or load_api_client()
         self._dynamic: DynamicClient | None = None
+        # The dynamic client's discovery cache is not safe across threads (kopf runs handlers in a
+        # pool), and a miss refetches every API group: resolve each kind once, under a lock.
+        self._discovery = threading.Lock()
+        self._resources: dict[tuple[str, str], Any] = {}
+        self._not_served: dict[tuple[str, str], float] = {}
 
     @property
     def dynamic(self) -> DynamicClient:
-        if self._dynamic is None:
-            try:
-                self._dynamic = DynamicClient(self.api_client)
-            except Exception as exc:
-                raise _translate(exc, "API discovery") from exc
-        return self._dynamic
+        with self._discovery:
+            if self._dynamic is None:
+                try:
+                    self._dynamic = DynamicClient(self.api_client)
+                except Exception as exc:
+                    raise _translate(exc, "API discovery") from exc
+            return self._dynamic
 
     def _resource(self, api_version: str, kind: str) -> Any:
-        try:
-            return self.dynamic.resources.get(api_version=api_version, kind=kind)
-        except ResourceNotFoundError as exc:
-            raise KindNotServed(f"the cluster does not serve {kind} ({api_version})") from exc
+        key = (api_version, kind)
+        found = self._resources.get(key)
+        if found is not None:
+            return found
+        dynamic = self.dynamic
+        with self._discovery:
+            found = self._resources.get(key)
+            if found is not None:
+                return found
+            checked = self._not_served.get(key)
+            if checked is not None and time.monotonic() - checked < NOT_SERVED_RECHECK_SECONDS:
+                raise KindNotServed(f"the cluster does not serve {kind} ({api_version})")
+            try:
+                found = dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError as exc:
+                self._not_served[key] = time.monotonic()
+                raise KindNotServed(f"the cluster does not serve {kind} ({api_version})") from exc
+            except Exception as exc:
+                raise _translate(exc, f"discover {kind} ({api_version})") from exc
+            self._resources[key] = found
+            return found
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
         resource = self._resource(api_version, kind)

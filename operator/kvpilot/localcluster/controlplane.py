@@ -489,6 +489,8 @@ class _Component:
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
+    args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
 
 
 # --------------------------------------------------------------------------- ControlPlane
@@ -741,9 +743,27 @@ class ControlPlane:
                 env=env,
                 start_new_session=True,
             )
-        comp = _Component(name, proc, log)
+        comp = _Component(name, proc, log, tuple(args), env)
         self._components.append(comp)
         return comp
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Stop kube-apiserver, keep it down ``down_seconds``, start it again with the same flags and
+        wait until it is ready: what a control-plane upgrade or crash looks like to clients."""
+        if self.external:
+            raise ControlPlaneError("cannot restart the API server of an external cluster")
+        comp = next(c for c in self._components if c.name == "kube-apiserver")
+        comp.proc.terminate()
+        try:
+            comp.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            comp.proc.kill()
+            comp.proc.wait()
+        self._components.remove(comp)
+        time.sleep(down_seconds)
+        fresh = self._spawn("kube-apiserver", comp.args, comp.env)
+        server, ctx = self.server, self._ssl
+        self._wait_ready(fresh, lambda: self._http_ok(f"{server}/readyz", ctx), "GET /readyz after restart")
 
     def _wait_ready(self, comp: _Component, probe: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.start_timeout
