@@ -7,6 +7,7 @@ are ``TransientError`` (retry with backoff); a request the API server rejects as
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -40,14 +41,28 @@ def _translate(exc: Exception, what: str) -> Exception:
     if isinstance(exc, ApiException):
         status = exc.status or 0
         telemetry.API_ERRORS.labels(str(status) if status else "no_response").inc()
-        if status in (409, 429) or status >= 500 or status == 0:
-            return TransientError(f"{what}: API server answered {status} {exc.reason}", delay=5, cause=exc)
         body = exc.body.decode() if isinstance(exc.body, bytes) else str(exc.body or exc.reason)
+        if status in (409, 429) or status >= 500 or status == 0:
+            detail = _status_message(body)
+            return TransientError(
+                f"{what}: API server answered {status} {exc.reason}" + (f": {detail}" if detail else ""),
+                delay=5,
+                cause=exc,
+            )
         return ApplyRejected(f"{what}: {status} {body[:500]}")
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         telemetry.API_ERRORS.labels("unreachable").inc()
         return TransientError(f"{what}: cannot reach the API server ({exc})", delay=5, cause=exc)
     return exc
+
+
+def _status_message(body: str) -> str:
+    """The message of a Kubernetes Status body, e.g. why a Service could not get a cluster IP."""
+    try:
+        message = json.loads(body).get("message", "")
+    except (ValueError, AttributeError):
+        return ""
+    return str(message)[:300]
 
 
 def load_api_client() -> client.ApiClient:

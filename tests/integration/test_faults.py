@@ -4,6 +4,7 @@ duplicates, lose no status, and keep running."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -13,6 +14,7 @@ from kubernetes import client
 
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
+from tests.bad_inputs import SENTINEL_TOKEN
 from tests.integration.helpers import eventually
 from tests.integration.test_operator import GROUP, PLURAL, VERSION, apply, get_llmd, llmd, ns, wait_ready  # noqa: F401
 
@@ -88,3 +90,35 @@ def test_status_writes_that_lose_races_are_retried_not_lost(
     assert operator.alive()
     deployments = client.AppsV1Api(api).list_namespaced_deployment(ns).items
     assert [d.metadata.name for d in deployments] == ["contended"]
+
+
+def test_a_secret_value_never_leaves_its_secret(
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    api: Any,
+    ns: str,  # noqa: F811
+) -> None:
+    """A sentinel token in a Secret, referenced for the hub token and the API key: kvpilot passes
+    references only, so the value appears in no rendered object, status, event or log line."""
+    mark = len(operator.log_text())
+    client.CoreV1Api(api).create_namespaced_secret(
+        ns, {"metadata": {"name": "hf"}, "stringData": {"token": SENTINEL_TOKEN, "api-key": SENTINEL_TOKEN}}
+    )
+    spec = llmd("secretive", ns)
+    spec["spec"]["model"]["tokenSecretRef"] = {"name": "hf", "key": "token"}
+    spec["spec"]["engine"] = {"apiKeySecretRef": {"name": "hf", "key": "api-key"}}
+    apply(control_plane, spec)
+    obj = wait_ready(api, ns, "secretive")
+    deployment = client.AppsV1Api(api).read_namespaced_deployment("secretive", ns)
+    rendered = json.dumps(client.ApiClient().sanitize_for_serialization(deployment))
+    env = {e.name: e for e in deployment.spec.template.spec.containers[0].env}
+    assert env["HF_TOKEN"].value_from.secret_key_ref.name == "hf"
+    assert env["VLLM_API_KEY"].value_from.secret_key_ref.key == "api-key"
+    events = control_plane.kubectl("get", "events", "-n", ns, "-o", "json", check=True).stdout
+    for where, text in {
+        "Deployment": rendered,
+        "status": json.dumps(obj["status"]),
+        "events": events,
+        "operator log": operator.log_text()[mark:],
+    }.items():
+        assert SENTINEL_TOKEN not in text, f"the secret leaked into the {where}"

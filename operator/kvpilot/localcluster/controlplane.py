@@ -855,7 +855,7 @@ class ControlPlane:
                 f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
                 f"--client-ca-file={pki_dir / 'ca.crt'}",
                 "--authorization-mode=Node,RBAC",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-cluster-ip-range=10.0.0.0/16",  # room for thousands of Services (scale tests)
                 "--allow-privileged=true",
                 # ServiceAccount: no token controller runs. TaintNodesByCondition: its
                 # not-ready taint is normally lifted by node-lifecycle-controller, which
