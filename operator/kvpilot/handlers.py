@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from kvpilot import telemetry
 from kvpilot.api.v1alpha1 import LLMDeploymentSpec, LLMDeploymentStatus
 from kvpilot.autoscale.decision import Decision, ScaleState, Targets, decide
-from kvpilot.errors import SpecError
+from kvpilot.errors import SpecError, TransientError
 from kvpilot.kube import ApplyRejected, KindNotServed, Kube
 from kvpilot.metrics.names import metric_names
 from kvpilot.metrics.sources import MetricsUnavailable, PodTarget, PrometheusSource, ScrapeSource
@@ -177,11 +178,47 @@ def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> 
     )
     before, after = previous.wire(), status.wire()
     if before != after:
-        rv = meta.get("resourceVersion")
-        kube.patch_status(namespace, name, _status_patch(body.get("status") or {}, after), resource_version=rv)
+        _write_status(kube, body, after)
         for note in events_for(previous, status, created):
             _post(post_event, body, note)
     return status
+
+
+STATUS_WRITE_ATTEMPTS = 5
+
+
+def _is_conflict(exc: TransientError) -> bool:
+    return isinstance(exc.cause, ApiException) and exc.cause.status == 409
+
+
+def _write_status(kube: Kube, body: Obj, after: Obj) -> None:
+    """Patch status, guarded by the resourceVersion it was computed from.
+
+    A 409 means someone wrote the object since. When only its metadata moved (an annotation from a
+    GitOps tool, a label controller) the status computed here is still right: re-read and try again
+    at once rather than waiting out a retry. When its spec or status moved, stop: the next pass
+    recomputes from what is there now.
+    """
+    meta = body["metadata"]
+    for attempt in range(STATUS_WRITE_ATTEMPTS):
+        try:
+            kube.patch_status(
+                meta["namespace"],
+                meta["name"],
+                _status_patch(body.get("status") or {}, after),
+                resource_version=body["metadata"].get("resourceVersion"),
+            )
+            return
+        except TransientError as exc:
+            if not _is_conflict(exc) or attempt == STATUS_WRITE_ATTEMPTS - 1:
+                raise
+            fresh = kube.get_llmdeployment(meta["namespace"], meta["name"])
+            if fresh is None:
+                return
+            same_spec = fresh["metadata"].get("generation") == meta.get("generation")
+            if not same_spec or fresh.get("status") != body.get("status"):
+                raise
+            body = fresh
 
 
 def _prune(kube: Kube, rendered: Rendered, namespace: str, child_name: str) -> None:
@@ -321,12 +358,7 @@ def autoscale(
             unavailable,
         )
         if status.wire() != previous.wire():
-            kube.patch_status(
-                namespace,
-                name,
-                _status_patch(fresh.get("status") or {}, status.wire()),
-                resource_version=fresh["metadata"].get("resourceVersion"),
-            )
+            _write_status(kube, fresh, status.wire())
             if decision.replicas != child.spec_replicas:
                 _post(post_event, fresh, EventNote("Normal", "Scaled", decision.reason))
             before_cond = condition(previous, METRICS_AVAILABLE)
