@@ -34,9 +34,10 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         plane.kubectl(
             "wait", "--for=condition=Established", "crd/llmdeployments.kvpilot.io", "--timeout=60s", check=True
         )
-        for i, product in enumerate(["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L4"]):
+        products = ["NVIDIA-H100-80GB-HBM3"] * 4 + ["NVIDIA-L4"] * 2
+        for i, product in enumerate(products):
             plane.add_gpu_node(f"gpu-{i}", gpu_count=8, gpu_product=product)
-        for i in range(3):
+        for i in range(len(products)):
             plane.wait_node_ready(f"gpu-{i}")
         yield plane
 

@@ -17,7 +17,13 @@ from kvpilot.localcluster.process import free_port
 
 
 class PrometheusServer:
-    def __init__(self, workdir: Path, targets: list[tuple[str, dict[str, str]]], scrape_interval: str = "1s") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        targets: list[tuple[str, dict[str, str]]],
+        scrape_interval: str = "1s",
+        scrape_timeout: str = "1s",
+    ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             raise FileNotFoundError("prometheus is not installed (Debian package `prometheus`; .ci/run installs it)")
@@ -30,7 +36,7 @@ class PrometheusServer:
             "scrape_configs": [
                 {
                     "job_name": "vllm",
-                    "scrape_timeout": "1s",
+                    "scrape_timeout": scrape_timeout,
                     "static_configs": [{"targets": [address], "labels": labels} for address, labels in targets],
                 }
             ],

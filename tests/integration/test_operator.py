@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,10 +36,12 @@ def llmd(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def ns(control_plane: ControlPlane) -> str:
+def ns(control_plane: ControlPlane) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     control_plane.kubectl("create", "namespace", name, check=True)
-    return name
+    yield name
+    # Free the simulated GPUs for the tests after this one.
+    control_plane.kubectl("delete", "namespace", name, "--wait=false")
 
 
 def apply(cp: ControlPlane, obj: dict[str, Any]) -> Any:

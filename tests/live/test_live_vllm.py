@@ -122,9 +122,12 @@ def target(base: str) -> PodTarget:
     return PodTarget("tiny-0", "127.0.0.1", port)
 
 
-def test_direct_scrape_reads_every_signal_from_the_real_server(vllm_server: str) -> None:
+def test_direct_scrape_reads_every_signal_from_the_real_server(
+    vllm_server: str, request: pytest.FixtureRequest
+) -> None:
     assert complete(vllm_server, 8) == 200
     source = ScrapeSource()
+    request.addfinalizer(source.close)
     source.collect("live/tiny", [target(vllm_server)], NAMES, window=5)  # the window's start
     threads = load(vllm_server, 30, 240)  # --max-num-seqs 1: one runs, the rest wait
 
@@ -149,8 +152,12 @@ def prometheus(vllm_server: str, tmp_path: Path) -> Any:
     from tests.integration.prometheus import PrometheusServer
 
     try:
+        # vLLM's /metrics answers slowly while it serves (two shared cores): allow a scrape 4 s.
         server = PrometheusServer(
-            tmp_path, [(vllm_server.removeprefix("http://"), {"namespace": "live", "pod": "tiny-5d8f9c7b4-x2k9p"})]
+            tmp_path,
+            [(vllm_server.removeprefix("http://"), {"namespace": "live", "pod": "tiny-5d8f9c7b4-x2k9p"})],
+            scrape_interval="5s",
+            scrape_timeout="4s",
         )
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
@@ -185,8 +192,9 @@ def test_prometheus_source_reads_the_real_server_through_a_real_prometheus(vllm_
     assert after.queue_wait_p90 is not None and after.queue_wait_p90 > 0.3, after
 
 
-def test_a_real_queue_makes_kvpilot_scale_up(vllm_server: str) -> None:
+def test_a_real_queue_makes_kvpilot_scale_up(vllm_server: str, request: pytest.FixtureRequest) -> None:
     source = ScrapeSource()
+    request.addfinalizer(source.close)
     targets = Targets(
         min_replicas=1, max_replicas=4, queue_wait_p90_seconds=0.5, kv_cache_usage=0.8, slots_per_replica=1
     )

@@ -45,6 +45,16 @@ class ScrapeSource:
         self.previous: dict[str, Scrape] = {}
         self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kvpilot-scrape")
 
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
+        self.client.close()
+
+    def __enter__(self) -> ScrapeSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _scrape(self, target: PodTarget) -> Scrape:
         try:
             response = self.client.get(f"http://{target.ip}:{target.port}/metrics")
