@@ -316,6 +316,7 @@ def autoscale(
             stabilization_seconds=auto.scale_down_stabilization_seconds,
             max_scale_down_step=auto.max_scale_down_step,
             scale_to_zero_after_seconds=auto.scale_to_zero_after_seconds,
+            metrics_window_seconds=auto.window_seconds,
         )
         signals = None
         unavailable: tuple[str, str] | None = None

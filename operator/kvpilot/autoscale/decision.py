@@ -41,6 +41,7 @@ class Targets:
     stabilization_seconds: float = 300
     max_scale_down_step: int = 1
     scale_to_zero_after_seconds: float | None = None
+    metrics_window_seconds: float = 60  # rates and quantiles are taken over this window
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class ScaleState:
     # the traffic it actually serves. Prefill-bound traffic saturates compute long before the batch
     # slots or the KV cache fill, so only this tells how few replicas can carry a given request rate.
     capacity_per_replica: float | None = None
+    ready_since: tuple[int, float] | None = None  # (ready replicas, since when)
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,11 @@ def decide(
     observed = (now, signals.waiting)
     service = signals.finished_per_second
     capacity = state.capacity_per_replica
-    if queue_ratio is not None and queue_ratio > 1 and starting == 0 and service and ready:
-        # Every replica is serving and requests still queue: they are at saturation.
+    ready_since = state.ready_since if state.ready_since and state.ready_since[0] == ready else (ready, now)
+    settled = now - ready_since[1] >= targets.metrics_window_seconds
+    if queue_ratio is not None and queue_ratio > 1 and starting == 0 and settled and service and ready:
+        # Every replica is serving, has been for the whole metrics window (so the completions and the
+        # lagging p90 are theirs, not a smaller fleet's), and requests still queue: saturation.
         sample = service / ready
         capacity = sample if capacity is None else CAPACITY_SMOOTHING * sample + (1 - CAPACITY_SMOOTHING) * capacity
     if breaches:
@@ -153,10 +158,13 @@ def decide(
             else:
                 why = f"{what} on {ready} ready replicas; the {starting} starting will absorb it"
             return Decision(
-                current, "hold", why, ScaleState(history + record, None, state.last_change, observed, capacity)
+                current,
+                "hold",
+                why,
+                ScaleState(history + record, None, state.last_change, observed, capacity, ready_since),
             )
         why = f"{what} on {ready} ready replicas → {wanted}" + (" (panic)" if panic else "")
-        return Decision(wanted, "up", why, ScaleState(history + record, None, now, observed, capacity))
+        return Decision(wanted, "up", why, ScaleState(history + record, None, now, observed, capacity, ready_since))
 
     # No breach. How many replicas would carry this load with headroom?
     idle = signals.running == 0 and signals.waiting == 0 and not signals.finished_per_second
@@ -184,7 +192,7 @@ def decide(
     # A full window of low recommendations, all made since the last change: one step, then watch again.
     since_change = state.last_change is None or state.last_change <= window_start + 1e-9
     window_covered = since_change and any(t <= window_start + 1e-9 for t, _ in state.recommendations)
-    next_state = ScaleState(history, idle_since, state.last_change, observed, capacity)
+    next_state = ScaleState(history, idle_since, state.last_change, observed, capacity, ready_since)
     if needed >= current or not safe_to_shrink or not window_covered:
         n = _clamp(current, targets)
         if n != current:
@@ -216,4 +224,4 @@ def decide(
         f"{kv_text}, {queue_text}, {signals.running:.0f} running on {ready} replicas for "
         f"{targets.stabilization_seconds:.0f} s → {target}"
     )
-    return Decision(target, "down", why, ScaleState(history, idle_since, now, observed, capacity))
+    return Decision(target, "down", why, ScaleState(history, idle_since, now, observed, capacity, ready_since))

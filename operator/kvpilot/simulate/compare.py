@@ -156,6 +156,7 @@ def compare(
         slots_per_replica=model.max_num_seqs,
         stabilization_seconds=auto.scale_down_stabilization_seconds,
         max_scale_down_step=auto.max_scale_down_step,
+        metrics_window_seconds=cfg.window_seconds,
     )
     policies: dict[str, Policy] = {
         "static-peak": static(peak),
