@@ -112,11 +112,6 @@ def reconcile(body: Obj, kube: Kube, post_event: Any = None, now: datetime | Non
             telemetry.RECONCILE_SECONDS.observe(time.monotonic() - started)
         valid = condition(status, "SpecValid")
         telemetry.RECONCILES.labels("invalid_spec" if valid and valid.status == "False" else "ok").inc()
-        try:
-            spec: LLMDeploymentSpec | None = parse_spec(fresh.get("spec") or {})
-        except SpecError:
-            spec = None
-        telemetry.observe_object(namespace, name, spec, status)
         return status
 
 
@@ -130,6 +125,7 @@ def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> 
     child = ChildDeployment.from_object(child_obj) if child_obj else None
 
     spec_error: SpecError | None = None
+    spec: LLMDeploymentSpec | None = None
     rendered: Rendered | None = None
     desired = previous.desired_replicas or 0
     try:
@@ -181,6 +177,7 @@ def _reconcile_locked(body: Obj, kube: Kube, post_event: Any, now: datetime) -> 
         _write_status(kube, body, after)
         for note in events_for(previous, status, created):
             _post(post_event, body, note)
+    telemetry.observe_object(namespace, name, spec, status)
     return status
 
 

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kvpilot.localcluster.process import end_process
+
 # In a source checkout the build script sits beside the package; an installed wheel falls back to the pin.
 REPO_ROOT = Path(__file__).resolve().parents[3]
 ENVTEST_DIR = REPO_ROOT / "hack" / "envtest"
@@ -753,12 +755,7 @@ class ControlPlane:
         if self.external:
             raise ControlPlaneError("cannot restart the API server of an external cluster")
         comp = next(c for c in self._components if c.name == "kube-apiserver")
-        comp.proc.terminate()
-        try:
-            comp.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            comp.proc.kill()
-            comp.proc.wait()
+        end_process(comp.proc)
         self._components.remove(comp)
         time.sleep(down_seconds)
         fresh = self._spawn("kube-apiserver", comp.args, comp.env)

@@ -17,6 +17,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def end_process(proc: subprocess.Popen[bytes], kill: bool = False, timeout: float = 30) -> None:
+    """SIGTERM (or SIGKILL), wait up to ``timeout`` seconds, then SIGKILL whatever is left."""
+    if kill:
+        proc.kill()
+    else:
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class OperatorProcess:
     def __init__(self, kubeconfig: Path, log_dir: Path, resync_seconds: float = 5, extra_args: tuple[str, ...] = ()):
         self.kubeconfig = kubeconfig
@@ -60,15 +73,7 @@ class OperatorProcess:
     def stop(self, kill: bool = False) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        if kill:
-            self.proc.kill()
-        else:
-            self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_process(self.proc, kill=kill)
 
     def tail(self, lines: int = 60) -> str:
         if self.log is None or not self.log.exists():
