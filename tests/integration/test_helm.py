@@ -272,7 +272,12 @@ def _install_run_upgrade_uninstall(
             assert child.returncode == 0, status  # an RBAC gap shows up as Degraded/ApplyFailed with the 403
             log = chart_operator.log_text()
             assert "helm-team/via-chart-rbac" in log, log[-3000:]  # this operator did the work
-            assert "forbidden" not in log.lower(), log[-3000:]
+            # An RBAC denial names the ServiceAccount; other 403s (e.g. a namespace another test is deleting,
+            # which this cluster-wide operator also watches) are not about the chart's RBAC.
+            denials = [
+                line for line in log.splitlines() if "forbidden" in line.lower() and "system:serviceaccount:" in line
+            ]
+            assert not denials, "\n".join(denials[:5])
         finally:
             chart_operator.stop()
 
