@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -98,11 +98,43 @@ def complete(base: str, max_tokens: int) -> int:
     return response.status_code
 
 
-def load(base: str, concurrent: int, max_tokens: int) -> list[threading.Thread]:
-    threads = [threading.Thread(target=complete, args=(base, max_tokens), daemon=True) for _ in range(concurrent)]
-    for t in threads:
-        t.start()
-    return threads
+LOAD_SCRIPT = r"""
+import json, sys, threading, httpx
+base, concurrent, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+client = httpx.Client(timeout=300, limits=httpx.Limits(max_connections=concurrent))
+body = {"model": "tiny", "prompt": "hello", "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}
+codes = []
+def one():
+    codes.append(client.post(base + "/v1/completions", json=body).status_code)
+threads = [threading.Thread(target=one) for _ in range(concurrent)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(sorted(codes)))
+"""
+
+
+class Load:
+    """Concurrent completions from a separate process with one shared client. Sent from threads of the
+    test process itself (a client each), they starved the scraper of the GIL until the queue was gone."""
+
+    def __init__(self, base: str, concurrent: int, max_tokens: int) -> None:
+        assert max_tokens <= 250  # the tiny model serves --max-model-len 256
+        OBSERVED.append(("load", round(time.monotonic(), 1), concurrent, max_tokens))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", LOAD_SCRIPT, base, str(concurrent), str(max_tokens)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def finish(self, timeout: float) -> list[int]:
+        out, err = self.process.communicate(timeout=timeout)
+        OBSERVED.append(("load done", round(time.monotonic(), 1), out.strip()[-200:], err.strip()[-300:]))
+        assert self.process.returncode == 0, err[-2000:]
+        codes: list[int] = json.loads(out.strip().splitlines()[-1])
+        return codes
 
 
 def until(check: Any, timeout: float = 60, every: float = 0.3) -> Any:
@@ -114,7 +146,11 @@ def until(check: Any, timeout: float = 60, every: float = 0.3) -> Any:
             return last
         time.sleep(every)
     scrapes = [o[:3] for o in OBSERVED if not isinstance(o[0], str)]
-    raise AssertionError(f"condition not reached in {timeout} s; (time, running, waiting) seen: {scrapes[-30:]}")
+    requests = [o for o in OBSERVED if isinstance(o[0], str)]
+    raise AssertionError(
+        f"condition not reached in {timeout} s (now {time.monotonic():.1f}); (time, running, waiting) seen: "
+        f"{scrapes[-30:]}; requests: {requests[-12:]}; last: {last}"
+    )
 
 
 def target(base: str) -> PodTarget:
@@ -129,7 +165,7 @@ def test_direct_scrape_reads_every_signal_from_the_real_server(
     source = ScrapeSource()
     request.addfinalizer(source.close)
     source.collect("live/tiny", [target(vllm_server)], NAMES, window=5)  # the window's start
-    threads = load(vllm_server, 30, 240)  # --max-num-seqs 1: one runs, the rest wait
+    load = Load(vllm_server, 30, 240)  # --max-num-seqs 1: one runs, the rest wait
 
     def queueing() -> Any:
         sig = source.collect("live/tiny", [target(vllm_server)], NAMES, window=5)
@@ -137,8 +173,7 @@ def test_direct_scrape_reads_every_signal_from_the_real_server(
         return sig if sig.running == 1 and sig.waiting >= 2 else None
 
     signals = until(queueing)
-    for t in threads:
-        t.join(timeout=120)
+    assert set(load.finish(timeout=300)) == {200}
     assert signals.replicas_reporting == 1
     assert signals.running == 1 and signals.waiting >= 2, signals
     assert signals.kv_usage_mean is not None and 0 < signals.kv_usage_mean <= 1
@@ -174,9 +209,7 @@ def test_prometheus_source_reads_the_real_server_through_a_real_prometheus(vllm_
     until(lambda: prometheus.query(f"{NAMES.running}") or None)
     idle = source.collect("live", "tiny", NAMES, window=60)
     assert idle.replicas_reporting == 1 and idle.running >= 0 and idle.waiting >= 0, idle
-    threads = load(vllm_server, 10, 240)
-    for t in threads:
-        t.join(timeout=180)
+    assert set(Load(vllm_server, 10, 240).finish(timeout=300)) == {200}
 
     def queued() -> Any:
         sig = source.collect("live", "tiny", NAMES, window=60)
@@ -194,7 +227,7 @@ def test_a_real_queue_makes_kvpilot_scale_up(vllm_server: str, request: pytest.F
         min_replicas=1, max_replicas=4, queue_wait_p90_seconds=0.5, kv_cache_usage=0.8, slots_per_replica=1
     )
     source.collect("live/decide", [target(vllm_server)], NAMES, window=10)
-    threads = load(vllm_server, 30, 240)
+    load = Load(vllm_server, 30, 240)
     seen: list[Any] = []
 
     def scaled_up() -> Any:
@@ -205,7 +238,6 @@ def test_a_real_queue_makes_kvpilot_scale_up(vllm_server: str, request: pytest.F
         return (signals, decision) if decision.action == "up" else None
 
     signals, decision = until(scaled_up, every=0.5)
-    for t in threads:
-        t.join(timeout=120)
+    assert set(load.finish(timeout=300)) == {200}
     assert decision.replicas > 1, decision
     print(f"\nreal signals: {signals}\ndecision: {decision.reason}")
