@@ -177,3 +177,18 @@ def test_learned_throughput_sizes_a_growing_backlog_in_one_step() -> None:
     assert d.replicas == 4 and "(panic)" in d.reason  # queue at 3× SLO: panic doubles
     d = decide(sig(kv=0.1, queue=1.0, running=5, waiting=300, finished=20.0), 2, 2, T, state, 10)
     assert d.replicas == 5  # ceil((20 + 30) / 10): the backlog grows 30/s
+
+
+def test_any_breach_on_a_settled_fleet_teaches_its_throughput() -> None:
+    # Long prompts: one replica hit the KV target at 3.6 req/s. Later two replicas carry 4.2 req/s with
+    # KV at 7 % and a short queue; KV and slots alone would hand the load back to one replica, which
+    # already showed it cannot carry it (the Mooncake trace's flap).
+    settled = ScaleState(ready_since=(1, -60))
+    up = decide(sig(kv=0.85, queue=0.2, running=20, finished=3.6, reporting=1), 1, 1, T, settled, 0)
+    assert up.action == "up" and up.state.capacity_per_replica == 3.6
+    calm = replace(up.state, last_change=None, ready_since=(2, -60))
+    decisions = run([(sig(kv=0.07, queue=0.27, running=9, finished=4.2, reporting=2), 2, 2)] * 40, state=calm)
+    assert all(d.replicas == 2 for d in decisions), decisions[-1].reason
+    # At a rate one replica carries with headroom (under 80 % of 3.6 req/s) it does step down.
+    decisions = run([(sig(kv=0.07, queue=0.1, running=5, finished=2.5, reporting=2), 2, 2)] * 40, state=calm)
+    assert any(d.action == "down" and d.replicas == 1 for d in decisions)

@@ -52,7 +52,7 @@ class ScaleState:
     idle_since: float | None = None
     last_change: float | None = None
     last_waiting: tuple[float, float] | None = None  # (time, waiting) at the previous decision
-    # Requests/s one replica completes when the queue breaches the SLO: its saturation throughput for
+    # Requests/s one replica completes when a target breaches: its saturation throughput for
     # the traffic it actually serves. Prefill-bound traffic saturates compute long before the batch
     # slots or the KV cache fill, so only this tells how few replicas can carry a given request rate.
     capacity_per_replica: float | None = None
@@ -126,9 +126,11 @@ def decide(
     capacity = state.capacity_per_replica
     ready_since = state.ready_since if state.ready_since and state.ready_since[0] == ready else (ready, now)
     settled = now - ready_since[1] >= targets.metrics_window_seconds
-    if queue_ratio is not None and queue_ratio > 1 and starting == 0 and settled and service and ready:
+    if breaches and starting == 0 and settled and service and ready:
         # Every replica is serving, has been for the whole metrics window (so the completions and the
-        # lagging p90 are theirs, not a smaller fleet's), and requests still queue: saturation.
+        # lagging p90 are theirs, not a smaller fleet's), and a target is breached: this is as much as a
+        # replica carries for this traffic. Any target counts: a KV breach taught only by the KV gauge
+        # would be forgotten once a bigger fleet brings the gauge down, and the fleet handed back.
         sample = service / ready
         capacity = sample if capacity is None else CAPACITY_SMOOTHING * sample + (1 - CAPACITY_SMOOTHING) * capacity
     if breaches:
