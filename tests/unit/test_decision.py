@@ -174,7 +174,9 @@ def test_learned_throughput_sizes_a_growing_backlog_in_one_step() -> None:
     state = ScaleState(capacity_per_replica=10.0, last_waiting=(0, 0))
     # 2 replicas finish 20 req/s and the queue grows 10/s: 30 req/s arrive, which needs 3 at 10 each.
     d = decide(sig(kv=0.1, queue=1.5, running=5, waiting=100, finished=20.0), 2, 2, T, state, 10)
-    assert d.replicas == 4 and "(panic)" in d.reason  # queue at 3× SLO: panic doubles
+    # The queue is at 3× the SLO, but with the throughput known there is no panic doubling: 30 req/s at
+    # 10 each is 3 replicas.
+    assert d.replicas == 3 and "panic" not in d.reason
     d = decide(sig(kv=0.1, queue=1.0, running=5, waiting=300, finished=20.0), 2, 2, T, state, 10)
     assert d.replicas == 5  # ceil((20 + 30) / 10): the backlog grows 30/s
 
@@ -192,3 +194,24 @@ def test_any_breach_on_a_settled_fleet_teaches_its_throughput() -> None:
     # At a rate one replica carries with headroom (under 80 % of 3.6 req/s) it does step down.
     decisions = run([(sig(kv=0.07, queue=0.1, running=5, finished=2.5, reporting=2), 2, 2)] * 40, state=calm)
     assert any(d.action == "down" and d.replicas == 1 for d in decisions)
+
+
+def test_a_draining_backlog_holds_instead_of_piling_on_replicas() -> None:
+    # A burst left 4,000 requests on the replica they were routed to; new replicas only take new arrivals.
+    # The p90 remembers the backlog for a whole window, but the waiting count falls: the fleet already
+    # completes more than arrives, and doubling on that p90 (as before) ran 3 replicas up to 16.
+    state = ScaleState(capacity_per_replica=15.0, last_waiting=(0, 4207), ready_since=(3, -600))
+    d = decide(sig(kv=0.1, queue=110.0, running=20, waiting=3963, finished=40.0), 3, 3, T, state, 15)
+    assert d.action == "hold" and d.replicas == 3
+    assert "drains (4207 → 3963 waiting)" in d.reason
+    assert d.state.capacity_per_replica == 15.0  # a draining queue is not saturation: nothing learned
+    # The same p90 with the queue still growing is saturation: up, sized by arrivals ÷ throughput.
+    d = decide(sig(kv=0.1, queue=110.0, running=20, waiting=4500, finished=40.0), 3, 3, T, state, 15)
+    assert d.action == "up" and d.replicas == 5 and "panic" not in d.reason  # (40 + 19.5 growing) / 14.2 learned
+
+
+def test_panic_doubles_only_while_the_throughput_is_unknown() -> None:
+    unknown = decide(sig(kv=0.1, queue=3.0, running=5, finished=10.0), 2, 2, T, ScaleState(), 0)
+    assert unknown.replicas == 4 and "(panic)" in unknown.reason
+    known = decide(sig(kv=0.1, queue=3.0, running=5, finished=10.0), 2, 2, T, ScaleState(capacity_per_replica=4.0), 0)
+    assert known.replicas == 3 and "panic" not in known.reason  # ceil(10 / 4)

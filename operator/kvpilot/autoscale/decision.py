@@ -126,21 +126,29 @@ def decide(
     capacity = state.capacity_per_replica
     ready_since = state.ready_since if state.ready_since and state.ready_since[0] == ready else (ready, now)
     settled = now - ready_since[1] >= targets.metrics_window_seconds
-    if breaches and starting == 0 and settled and service and ready:
+    # How fast the queue grows (negative: drains), from the waiting count at the previous decision.
+    queue_trend = 0.0
+    if state.last_waiting is not None and now > state.last_waiting[0]:
+        queue_trend = (signals.waiting - state.last_waiting[1]) / (now - state.last_waiting[0])
+    # A backlog stays on the pod it was routed to, and the p90 remembers it for a whole window: while the
+    # waiting count falls the fleet already completes more than arrives, and more replicas would only
+    # serve what keeps arriving, which the fleet carries.
+    draining = queue_ratio is not None and queue_ratio > 1 and queue_trend < 0
+    if breaches and starting == 0 and settled and service and ready and not draining:
         # Every replica is serving, has been for the whole metrics window (so the completions and the
-        # lagging p90 are theirs, not a smaller fleet's), and a target is breached: this is as much as a
-        # replica carries for this traffic. Any target counts: a KV breach taught only by the KV gauge
-        # would be forgotten once a bigger fleet brings the gauge down, and the fleet handed back.
+        # lagging p90 are theirs, not a smaller fleet's), and a target is breached with the queue not
+        # shrinking: this is as much as a replica carries for this traffic. Any target counts: a KV
+        # breach taught only by the KV gauge would be forgotten once a bigger fleet brings the gauge
+        # down, and the fleet handed back.
         sample = service / ready
         capacity = sample if capacity is None else CAPACITY_SMOOTHING * sample + (1 - CAPACITY_SMOOTHING) * capacity
     if breaches:
         _, what = max(breaches)
-        wanted = ready + 1 if queue_ratio is not None and queue_ratio > 1 else 0
+        queue_breached = queue_ratio is not None and queue_ratio > 1
+        wanted = ready + 1 if queue_breached and not draining else 0
         if kv_ratio is not None and kv_ratio > 1:
             wanted = max(wanted, math.ceil(base * kv_ratio))
-        growth = 0.0
-        if state.last_waiting is not None and now > state.last_waiting[0]:
-            growth = max(0.0, (signals.waiting - state.last_waiting[1]) / (now - state.last_waiting[0]))
+        growth = max(0.0, queue_trend)
         # Little's law: at this batch occupancy replicas finish `service` req/s; arrivals are that plus the
         # queue's growth, so the fleet needs occupancy × arrivals / completions, at the slot target.
         rising = (service + growth) / service if service else 1.0
@@ -148,7 +156,9 @@ def decide(
             wanted = max(wanted, math.ceil(signals.running * rising / (targets.slots_per_replica * SLOT_TARGET)))
         if capacity and service:
             wanted = max(wanted, math.ceil((service + growth) / capacity))
-        panic = queue_ratio is not None and queue_ratio >= PANIC_QUEUE_RATIO
+        # Panic only sizes a fleet whose throughput is still unknown; once learned, arrivals ÷ throughput
+        # is the better answer, and doubling on a draining backlog's p90 only overshoots.
+        panic = queue_ratio is not None and queue_ratio >= PANIC_QUEUE_RATIO and capacity is None and not draining
         if panic:
             wanted = max(wanted, math.ceil(base * PANIC_FACTOR))
         wanted = min(wanted, max(math.ceil(current * MAX_GROWTH), current + 4))
@@ -157,6 +167,11 @@ def decide(
         if wanted <= current:
             if current >= targets.max_replicas:
                 why = f"{what} on {ready} ready replicas; pinned at maxReplicas {targets.max_replicas}"
+            elif draining and not starting:
+                why = (
+                    f"{what} on {ready} ready replicas, but the queue drains "
+                    f"({state.last_waiting[1]:.0f} → {signals.waiting:.0f} waiting); holding"  # type: ignore[index]
+                )
             else:
                 why = f"{what} on {ready} ready replicas; the {starting} starting will absorb it"
             return Decision(
