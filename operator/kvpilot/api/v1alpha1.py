@@ -345,8 +345,10 @@ class AutoscalingSpec(ApiModel):
         0.8, gt=0, le=1, description="KV-cache usage (0-1) to keep replicas under. Default: 0.8."
     )
     window_seconds: int = Field(60, ge=10, le=3600, description="Metric window for decisions. Default: 60.")
+    # Twice HPA's 300 s: a replica removed by mistake takes a cold start (minutes for a model server) to
+    # come back, and on real traffic 5-minute dips between peaks are common (ServeGen benchmark).
     scale_down_stabilization_seconds: int = Field(
-        300, ge=0, le=86400, description="How long load must stay low before removing replicas. Default: 300."
+        600, ge=0, le=86400, description="How long load must stay low before removing replicas. Default: 600."
     )
     max_scale_down_step: int = Field(1, ge=1, le=100, description="Most replicas removed at once. Default: 1.")
     scale_to_zero_after_seconds: int | None = Field(

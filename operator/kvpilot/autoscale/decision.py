@@ -1,7 +1,8 @@
 """The autoscaling decision: pure, deterministic, and explained in one sentence.
 
-Up fast: proportional to the worst breach of the queue-wait SLO, the KV-cache target or batch-slot
-pressure, with a panic path for large breaches, and crediting replicas that are still starting.
+Up fast: sized by the arrivals against what a replica was seen to carry when the queue-wait SLO, the
+KV-cache target or batch-slot pressure is breached, with a panic path for large breaches while that is
+unknown, crediting replicas that are still starting, and holding while a backlog drains.
 Down slowly: only when every signal is known and well under target, only after the stabilization
 window's recommendations all agree (HPA's rule), and at most a bounded step. Missing metrics hold.
 """
@@ -38,7 +39,7 @@ class Targets:
     queue_wait_p90_seconds: float
     kv_cache_usage: float
     slots_per_replica: int  # vLLM's max_num_seqs
-    stabilization_seconds: float = 300
+    stabilization_seconds: float = 600
     max_scale_down_step: int = 1
     scale_to_zero_after_seconds: float | None = None
     metrics_window_seconds: float = 60  # rates and quantiles are taken over this window
