@@ -31,5 +31,6 @@ def plot(results: dict[str, SimResult], path: Path, title: str) -> None:
     axes_list[0].legend(loc="upper left", fontsize=7)
     axes_list[-1].set_xlabel("minutes")
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
