@@ -337,7 +337,7 @@ def autoscale(
             unknown_reason=f"metrics unavailable ({unavailable[0]})" if unavailable else "no metrics",
         )
         memory.states[key] = decision.state
-        telemetry.DECISIONS.labels(namespace, name, decision.action).inc()
+        telemetry.count_decision(namespace, name, decision.action)
         telemetry.DESIRED.labels(namespace, name).set(decision.replicas)
         if decision.replicas != child.spec_replicas:
             ctx = RenderContext(name, namespace, decision.replicas, fresh["metadata"].get("uid"))

@@ -9,6 +9,8 @@ result and duration, Kubernetes API errors, autoscaler decisions by action.
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections import defaultdict
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -46,6 +48,15 @@ PLAN_CONCURRENCY = _per_object("kvpilot_plan_max_concurrency", "Full-length sequ
 PLAN_GPUS = _per_object("kvpilot_plan_gpus_per_replica", "GPUs per replica in the sizing plan.")
 
 _PER_OBJECT = (DESIRED, READY, MIN, MAX, SLO, PLAN_KV_TOKENS, PLAN_CONCURRENCY, PLAN_GPUS)
+# Series with a third label (condition type, decision action) that each object has set, so that a
+# deleted object's can be removed without reading prometheus_client's internals.
+_EXTRA_LABELS: defaultdict[tuple[str, str], set[tuple[Gauge | Counter, str]]] = defaultdict(set)
+_EXTRA_LOCK = threading.Lock()
+
+
+def _with_extra_label(metric: Gauge | Counter, namespace: str, name: str, extra: str) -> None:
+    with _EXTRA_LOCK:
+        _EXTRA_LABELS[(namespace, name)].add((metric, extra))
 
 
 def serve(address: str) -> None:
@@ -62,6 +73,7 @@ def observe_object(namespace: str, name: str, spec: LLMDeploymentSpec | None, st
         DESIRED.labels(*labels).set(status.desired_replicas)
     READY.labels(*labels).set(status.ready_replicas or 0)
     for cond in status.conditions:
+        _with_extra_label(CONDITION, namespace, name, cond.type)
         CONDITION.labels(*labels, cond.type).set(1 if cond.status == "True" else 0)
     if spec is not None:
         auto = spec.autoscaling
@@ -85,6 +97,13 @@ def forget_object(namespace: str, name: str) -> None:
     for gauge in _PER_OBJECT:
         with contextlib.suppress(KeyError):
             gauge.remove(namespace, name)
-    for metric in (CONDITION, DECISIONS):
-        for sample_labels in [key for key in metric._metrics if key[:2] == (namespace, name)]:
-            metric.remove(*sample_labels)
+    with _EXTRA_LOCK:
+        extras = _EXTRA_LABELS.pop((namespace, name), set())
+    for metric, extra in extras:
+        with contextlib.suppress(KeyError):
+            metric.remove(namespace, name, extra)
+
+
+def count_decision(namespace: str, name: str, action: str) -> None:
+    _with_extra_label(DECISIONS, namespace, name, action)
+    DECISIONS.labels(namespace, name, action).inc()
