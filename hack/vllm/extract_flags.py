@@ -814,23 +814,10 @@ class N_AppendAction(NAction):
     kind = "_AppendAction"
 
 
-class N_AppendConstAction(NAction):
-    kind = "_AppendConstAction"
+class N_AppendConstAction(N_StoreConstAction):
+    """Takes no value, like store_const; only what it does with the constant differs."""
 
-    def __init__(
-        self, option_strings, dest, const=None, default=None, required=False, help=None, metavar=None, deprecated=False
-    ):
-        super().__init__(
-            option_strings,
-            dest,
-            nargs=0,
-            const=const,
-            default=default,
-            required=required,
-            help=help,
-            metavar=metavar,
-            deprecated=deprecated,
-        )
+    kind = "_AppendConstAction"
 
 
 class N_ExtendAction(NAction):
