@@ -197,6 +197,20 @@ class Raised(Exception):
         self.value = value
 
 
+# What evaluating one binding of vLLM's source may raise: the binding becomes Unknown (with a warning)
+# instead of the whole extraction failing.
+EVALUATION_FAILURES = (
+    InterpError,
+    Raised,
+    AttributeError,
+    TypeError,
+    KeyError,
+    ValueError,
+    IndexError,
+    RecursionError,
+)
+
+
 class _Return(Exception):
     def __init__(self, value):
         self.value = value
@@ -1639,16 +1653,7 @@ class Interp:
             if isinstance(node, ast.AugAssign):
                 return Unknown(f"{module.name}.{name} (augmented)")
             raise InterpError(f"cannot evaluate binding of {name}")
-        except (
-            InterpError,
-            Raised,
-            AttributeError,
-            TypeError,
-            KeyError,
-            ValueError,
-            IndexError,
-            RecursionError,
-        ) as exc:
+        except EVALUATION_FAILURES as exc:
             self.warn(f"{module.name}.{name}: {type(exc).__name__}: {exc}"[:300])
             return Unknown(f"{module.name}.{name}")
         finally:
@@ -1730,16 +1735,7 @@ class Interp:
                     value = Unknown(f"{cls.name}.{name}")
             else:
                 value = self.eval(node.value, ClassScope(cls))
-        except (
-            InterpError,
-            Raised,
-            AttributeError,
-            TypeError,
-            KeyError,
-            ValueError,
-            IndexError,
-            RecursionError,
-        ) as exc:
+        except EVALUATION_FAILURES as exc:
             self.warn(f"{cls.name}.{name}: {type(exc).__name__}: {exc}"[:300])
             value = Unknown(f"{cls.name}.{name}")
         finally:
