@@ -129,12 +129,15 @@ def decide(
     settled = now - ready_since[1] >= targets.metrics_window_seconds
     # How fast the queue grows (negative: drains), from the waiting count at the previous decision.
     queue_trend = 0.0
+    waiting_before = signals.waiting
     if state.last_waiting is not None and now > state.last_waiting[0]:
-        queue_trend = (signals.waiting - state.last_waiting[1]) / (now - state.last_waiting[0])
+        waiting_before = state.last_waiting[1]
+        queue_trend = (signals.waiting - waiting_before) / (now - state.last_waiting[0])
     # A backlog stays on the pod it was routed to, and the p90 remembers it for a whole window: while the
     # waiting count falls the fleet already completes more than arrives, and more replicas would only
     # serve what keeps arriving, which the fleet carries.
-    draining = queue_ratio is not None and queue_ratio > 1 and queue_trend < 0
+    queue_breached = queue_ratio is not None and queue_ratio > 1
+    draining = queue_breached and queue_trend < 0
     if breaches and starting == 0 and settled and service and ready and not draining:
         # Every replica is serving, has been for the whole metrics window (so the completions and the
         # lagging p90 are theirs, not a smaller fleet's), and a target is breached with the queue not
@@ -145,7 +148,6 @@ def decide(
         capacity = sample if capacity is None else CAPACITY_SMOOTHING * sample + (1 - CAPACITY_SMOOTHING) * capacity
     if breaches:
         _, what = max(breaches)
-        queue_breached = queue_ratio is not None and queue_ratio > 1
         wanted = ready + 1 if queue_breached and not draining else 0
         if kv_ratio is not None and kv_ratio > 1:
             wanted = max(wanted, math.ceil(base * kv_ratio))
@@ -171,7 +173,7 @@ def decide(
             elif draining and not starting:
                 why = (
                     f"{what} on {ready} ready replicas, but the queue drains "
-                    f"({state.last_waiting[1]:.0f} → {signals.waiting:.0f} waiting); holding"  # type: ignore[index]
+                    f"({waiting_before:.0f} → {signals.waiting:.0f} waiting); holding"
                 )
             else:
                 why = f"{what} on {ready} ready replicas; the {starting} starting will absorb it"
