@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,20 +100,23 @@ def complete(base: str, max_tokens: int) -> int:
 
 
 LOAD_SCRIPT = r"""
-import json, sys, threading, httpx
+import json, sys, threading, time, httpx
 base, concurrent, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 client = httpx.Client(timeout=300, limits=httpx.Limits(max_connections=concurrent))
 body = {"model": "tiny", "prompt": "hello", "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}
 codes = []
 def one():
     codes.append(client.post(base + "/v1/completions", json=body).status_code)
+    print(f"{time.monotonic():.1f} response {codes[-1]}", file=sys.stderr, flush=True)
 threads = [threading.Thread(target=one) for _ in range(concurrent)]
+print(f"{time.monotonic():.1f} sending {concurrent}", file=sys.stderr, flush=True)
 for t in threads:
     t.start()
 for t in threads:
     t.join()
 print(json.dumps(sorted(codes)))
 """
+LOADS: list[Load] = []
 
 
 class Load:
@@ -128,6 +132,7 @@ class Load:
             stderr=subprocess.PIPE,
             text=True,
         )
+        LOADS.append(self)
 
     def finish(self, timeout: float) -> list[int]:
         out, err = self.process.communicate(timeout=timeout)
@@ -135,6 +140,20 @@ class Load:
         assert self.process.returncode == 0, err[-2000:]
         codes: list[int] = json.loads(out.strip().splitlines()[-1])
         return codes
+
+    def stop(self) -> str:
+        """Kill it if a failed test left it running; what it said, for the failure's teardown output."""
+        if self.process.poll() is None:
+            self.process.kill()
+        out, err = self.process.communicate()
+        return f"load process (exit {self.process.returncode}):\n{err[-3000:]}{out[-500:]}"
+
+
+@pytest.fixture(autouse=True)
+def _no_load_outlives_its_test() -> Iterator[None]:
+    yield
+    while LOADS:
+        print(LOADS.pop().stop())
 
 
 def until(check: Any, timeout: float = 60, every: float = 0.3) -> Any:
@@ -149,7 +168,7 @@ def until(check: Any, timeout: float = 60, every: float = 0.3) -> Any:
     requests = [o for o in OBSERVED if isinstance(o[0], str)]
     raise AssertionError(
         f"condition not reached in {timeout} s (now {time.monotonic():.1f}); (time, running, waiting) seen: "
-        f"{scrapes[-30:]}; requests: {requests[-12:]}; last: {last}"
+        f"{scrapes[-60:-30]} … {scrapes[-30:]}; requests: {requests[-12:]}; last: {last}"
     )
 
 
@@ -165,7 +184,9 @@ def test_direct_scrape_reads_every_signal_from_the_real_server(
     source = ScrapeSource()
     request.addfinalizer(source.close)
     source.collect("live/tiny", [target(vllm_server)], NAMES, window=5)  # the window's start
-    load = Load(vllm_server, 30, 240)  # --max-num-seqs 1: one runs, the rest wait
+    # --max-num-seqs 1: one runs, the rest wait. About a minute of queue (0.6 s per completion), so that
+    # scrapes stalled for seconds by a busy machine still see it.
+    load = Load(vllm_server, 100, 240)
 
     def queueing() -> Any:
         sig = source.collect("live/tiny", [target(vllm_server)], NAMES, window=5)
@@ -227,7 +248,7 @@ def test_a_real_queue_makes_kvpilot_scale_up(vllm_server: str, request: pytest.F
         min_replicas=1, max_replicas=4, queue_wait_p90_seconds=0.5, kv_cache_usage=0.8, slots_per_replica=1
     )
     source.collect("live/decide", [target(vllm_server)], NAMES, window=10)
-    load = Load(vllm_server, 30, 240)
+    load = Load(vllm_server, 100, 240)
     seen: list[Any] = []
 
     def scaled_up() -> Any:
