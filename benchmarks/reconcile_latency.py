@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 from kubernetes import client, watch
+from manifests import llmdeployment
 
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
@@ -27,18 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def llmd(name: str, ns: str) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "kvpilot.io/v1alpha1",
-            "kind": "LLMDeployment",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
-                "resources": {"gpuType": "L4"},
-                "profile": "latency",
-            },
-        }
-    )
+    return yaml.safe_dump(llmdeployment(name, ns))
 
 
 def plain_deployment(name: str, ns: str) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from manifests import llmdeployment
 
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
@@ -37,18 +38,8 @@ WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "CREATE", "UPDATE", "APPLY")
 
 
 def llmd(name: str, ns: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
-            "resources": {"gpuType": "L4"},
-            "profile": "latency",
-            "replicas": 0,  # no GPUs needed: the control loop is what is measured
-            "observability": {"podMonitor": False},
-        },
-    }
+    # replicas 0: no GPUs needed, the control loop is what is measured
+    return llmdeployment(name, ns, replicas=0, observability={"podMonitor": False})
 
 
 def apiserver_requests(cp: ControlPlane) -> tuple[float, dict[str, float]]:
