@@ -55,19 +55,26 @@ def main() -> int:
                 "KV tokens (vLLM)": f"{e.reported.kv_cache_tokens:,}" if e.reported.kv_cache_tokens else "",
                 "kvpilot ": f"{c.kv_tokens:,}" if c.kv_tokens is not None else "",
                 "err ": pct(c.kv_tokens_error),
+                "from": "log" if e.verbatim else "table*",
             }
         )
     print(table(rows), end="")
-    weights = [abs(c.weights_error) for c in comparisons if c.weights_error is not None]
-    tokens = [abs(c.kv_tokens_error) for c in comparisons if c.kv_tokens_error is not None]
-    print(
-        f"\nweights: {len(weights)} entries, median |error| {statistics.median(weights) * 100:.1f} %, "
-        f"worst {max(weights) * 100:.1f} % (goal ≤ 3 %)"
-    )
-    print(
-        f"KV-cache tokens: {len(tokens)} entries, median |error| {statistics.median(tokens) * 100:.1f} %, "
-        f"worst {max(tokens) * 100:.1f} % (goal ≤ 10 %)"
-    )
+    print("* the source tabulates the log's numbers instead of pasting its lines; not held to the goals")
+    for title, group in (
+        ("logs quoted verbatim", [c for c in comparisons if c.entry.verbatim]),
+        ("every entry, tabulated ones too", comparisons),
+    ):
+        weights = [abs(c.weights_error) for c in group if c.weights_error is not None]
+        tokens = [abs(c.kv_tokens_error) for c in group if c.kv_tokens_error is not None]
+        print(f"\n{title}:")
+        print(
+            f"  weights: {len(weights)} entries, median |error| {statistics.median(weights) * 100:.1f} %, "
+            f"worst {max(weights) * 100:.1f} % (goal ≤ 3 %)"
+        )
+        print(
+            f"  KV-cache tokens: {len(tokens)} entries, median |error| {statistics.median(tokens) * 100:.1f} %, "
+            f"worst {max(tokens) * 100:.1f} % (goal ≤ 10 %)"
+        )
     skipped = [c for c in comparisons if c.skipped]
     for c in skipped:
         print(f"not compared: {c.entry.id}: {c.skipped}")

@@ -65,7 +65,12 @@ class ReportedStart(BaseModel):
     max_num_batched_tokens: int | None = None
     enforce_eager: bool | None = None
     reported: Reported
+    # An https URL, or "unlinked: ..." where the log was found through a code index that does not
+    # record the repository; the quote then is the only way to recognise it.
     source: str
+    # False where the source tabulates the log's numbers instead of pasting its lines: such entries are
+    # shown beside the others but not held to the estimator's goals.
+    verbatim: bool = True
     quote: str = ""
     note: str = ""
 
