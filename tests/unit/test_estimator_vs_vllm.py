@@ -8,7 +8,8 @@ import pytest
 
 from kvpilot.catalog.gpus import get_gpu
 from kvpilot.errors import CatalogError
-from kvpilot.sizing.reported import compare_reported, load_reported
+from kvpilot.sizing.reported import compare_reported, load_reported, openai_server_defaults
+from kvpilot.versions import VersionLine
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vllm_reported_memory.yaml"
 COMPARISONS = compare_reported(load_reported(DATA))
@@ -56,3 +57,21 @@ def test_the_catalog_never_gives_a_gpu_more_memory_than_vllm_saw() -> None:
     assert {"L4", "A100-80GB"} <= set(logged)
     for name, total in logged.items():
         assert get_gpu(name).memory_gib <= total, f"{name}: catalog {get_gpu(name).memory_gib} GiB, vLLM saw {total}"
+
+
+@pytest.mark.parametrize(
+    ("gpu", "line", "expected"),
+    [
+        ("H100-80GB-SXM", VersionLine(0, 19), (1024, 8192)),
+        ("A100-80GB", VersionLine(0, 31), (256, 2048)),
+        ("L4", VersionLine(0, 28), (256, 2048)),
+        ("B200", VersionLine(0, 27), (1024, 8192)),
+        ("B200", VersionLine(0, 28), (1024, 16384)),
+        ("MI300X", VersionLine(0, 33), (1024, 16384)),
+    ],
+)
+def test_openai_server_defaults_follow_vllms_per_gpu_table(
+    gpu: str, line: VersionLine, expected: tuple[int, int]
+) -> None:
+    catalog_gpu = get_gpu(gpu)
+    assert openai_server_defaults(catalog_gpu.name, catalog_gpu.memory_gib, line) == expected

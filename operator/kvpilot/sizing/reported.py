@@ -108,6 +108,19 @@ def _version_line(text: str) -> VersionLine:
     return VersionLine(int(major), int(minor))
 
 
+def openai_server_defaults(gpu_name: str, memory_gib: float, line: VersionLine) -> tuple[int, int]:
+    """V1's (max_num_seqs, max_num_batched_tokens) for `vllm serve` when the command line sets neither.
+
+    vLLM picks them from the GPU (engine/arg_utils.py): 80 GB-class GPUs other than the A100 get
+    1024 sequences and 8192-token steps, and since 0.28 GPUs of 160 GiB or more get 16384-token steps.
+    """
+    if line >= VersionLine(0, 28) and memory_gib >= 160:
+        return 1024, 16384
+    if memory_gib >= 70 and "a100" not in gpu_name.lower():
+        return 1024, 8192
+    return 256, 2048
+
+
 def compare_entry(entry: ReportedStart) -> Comparison:
     model = lookup_model(entry.model)
     if model is None:
@@ -134,9 +147,7 @@ def compare_entry(entry: ReportedStart) -> Comparison:
     dtype: ModelDtype = model_dtype if entry.dtype == "auto" else entry.dtype  # type: ignore[assignment]
     max_model_len = entry.max_model_len or arch.max_position_embeddings
     if line >= VersionLine(0, 8):
-        # V1 picks both per GPU for the OpenAI server: large non-A100 GPUs get the bigger step.
-        large = gpu.memory_gib >= 70 and "a100" not in gpu.name.lower()
-        default_seqs, default_batched = (1024, 8192) if large else (256, 2048)
+        default_seqs, default_batched = openai_server_defaults(gpu.name, gpu.memory_gib, line)
     else:
         default_seqs, default_batched = V0_MAX_NUM_SEQS, max_model_len  # no chunked prefill: one whole prompt
     max_num_seqs = entry.max_num_seqs or default_seqs
