@@ -118,6 +118,9 @@ def test_template_renders_every_documented_combination(helm: Any, name: str) -> 
     assert security["capabilities"]["drop"] == ["ALL"] and security["seccompProfile"]["type"] == "RuntimeDefault"
     assert container["resources"]["limits"] and container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     env = {e["name"]: e.get("value") for e in container["env"]}
+    # kopf's peering identity is the pod's name, so a crashed container's successor takes its entry over.
+    pod_id = next(e for e in container["env"] if e["name"] == "POD_ID")
+    assert pod_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     if name == "namespaced":
         assert env["KVPILOT_NAMESPACES"] == "team-a,team-b"
         roles = [o for o in objects if o["kind"] == "Role"]

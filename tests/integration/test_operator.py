@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 import urllib.request
 import uuid
@@ -394,5 +395,49 @@ def test_two_replicas_elect_one_and_the_other_takes_over(
         assert f"[{ns}/peer-b]" in paused.log_text()
     finally:
         second.stop()
+        if not operator.alive():
+            operator.start()
+
+
+def live_peers(api: Any) -> list[str]:
+    """Identities in the operator's ClusterKopfPeering whose keep-alive has not expired yet."""
+    peering = client.CustomObjectsApi(api).get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", "kvpilot")
+    now = datetime.datetime.now(datetime.UTC)
+    live = []
+    for identity, entry in (peering.get("status") or {}).items():
+        if not entry:
+            continue
+        seen = datetime.datetime.fromisoformat(entry["lastseen"])
+        if seen.tzinfo is None:
+            seen = seen.replace(tzinfo=datetime.UTC)
+        if seen + datetime.timedelta(seconds=entry.get("lifetime", 60)) > now:
+            live.append(identity)
+    return live
+
+
+def test_a_container_restarted_in_its_pod_resumes_without_waiting_for_its_own_entry(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str, tmp_path: Any
+) -> None:
+    # The chart sets POD_ID to the pod's name, which kopf takes as the peering identity. A process that
+    # crashes leaves its entry for kopf's 60 s lifetime; with a fresh identity its successor in the
+    # same pod would pause behind it whenever the dead entry's random priority is the higher one.
+    operator.stop()  # a graceful stop withdraws its entry
+    eventually(lambda: not live_peers(api), 90, what="earlier tests' peering entries to expire")
+    pod_name = f"kvpilot-{uuid.uuid4().hex[:6]}"
+    pod = OperatorProcess(
+        control_plane.kubeconfig, tmp_path, resync_seconds=operator.resync_seconds, extra_env={"POD_ID": pod_name}
+    )
+    try:
+        pod.start()
+        apply(control_plane, llmd("before-crash", ns))
+        wait_ready(api, ns, "before-crash")
+        pod.stop(kill=True)
+        assert live_peers(api) == [pod_name]  # the crashed process's entry outlives it
+        pod.start()
+        apply(control_plane, llmd("after-crash", ns))
+        wait_ready(api, ns, "after-crash", timeout=30)
+        assert "Pausing operations" not in pod.log_text()
+    finally:
+        pod.stop()
         if not operator.alive():
             operator.start()

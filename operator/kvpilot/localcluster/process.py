@@ -31,11 +31,19 @@ def end_process(proc: subprocess.Popen[bytes], kill: bool = False, timeout: floa
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: Path, log_dir: Path, resync_seconds: float = 5, extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_dir: Path,
+        resync_seconds: float = 5,
+        extra_args: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
+    ):
         self.kubeconfig = kubeconfig
         self.log_dir = log_dir
         self.resync_seconds = resync_seconds
         self.extra_args = extra_args
+        self.extra_env = dict(extra_env or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0
         self.metrics_port = 0
@@ -53,6 +61,7 @@ class OperatorProcess:
             KVPILOT_HEALTH_ADDRESS=f"127.0.0.1:{self.health_port}",
             KVPILOT_METRICS_ADDRESS=f"127.0.0.1:{self.metrics_port}",
             PYTHONUNBUFFERED="1",
+            **self.extra_env,
         )
         cmd = [sys.executable, "-m", "kvpilot", "run", "--resync-seconds", str(self.resync_seconds), *self.extra_args]
         with self.log.open("wb") as out:
