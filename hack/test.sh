@@ -14,6 +14,9 @@ fi
 echo "== helm (built from its Go module once, ~7 min on 2 cores; cached in ~/.cache/kvpilot)"
 bash hack/helm/build.sh >/dev/null
 
+echo "== Argo CD's health-script VM (gopher-lua, built from its Go module once, seconds; cached in ~/.cache/kvpilot)"
+bash hack/argocd/build.sh >/dev/null
+
 echo "== pytest"
 set +e
 python3 -m pytest "$@"

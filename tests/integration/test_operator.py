@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
+from tests import argocd_vm
 from tests.integration.helpers import ROOT, eventually
 
 GROUP, VERSION, PLURAL = "kvpilot.io", "v1alpha1", "llmdeployments"
@@ -441,3 +442,25 @@ def test_a_container_restarted_in_its_pod_resumes_without_waiting_for_its_own_en
         pod.stop()
         if not operator.alive():
             operator.start()
+
+
+def test_argo_cd_judges_the_operators_live_objects(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str
+) -> None:
+    vm = argocd_vm.binary()
+    if vm is None:
+        pytest.skip(f"Argo CD's health-script VM is not built: run `{argocd_vm.BUILD_COMMAND}` (hack/test.sh does)")
+    apply(control_plane, llmd("argo-ok", ns))
+    apply(control_plane, llmd("argo-bad", ns, model={"id": "meta-llama/Llama-3.1-405B-Instruct"}))
+    ready = wait_ready(api, ns, "argo-ok")
+
+    def invalid() -> dict[str, Any] | None:
+        obj = get_llmd(api, ns, "argo-bad")
+        c = condition(obj, "SpecValid")
+        return obj if c and c["status"] == "False" else None
+
+    healthy, degraded = argocd_vm.judge(
+        vm, ROOT / "examples" / "argocd" / "health.lua", [ready, eventually(invalid, 30)]
+    )
+    assert healthy["status"] == "Healthy", healthy
+    assert degraded["status"] == "Degraded" and "spec.resources" in degraded["message"], degraded
