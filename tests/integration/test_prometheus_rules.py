@@ -3,6 +3,7 @@ each alert fires on the series vLLM and the operator export, and stays quiet whe
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kvpilot.observability import prometheus_rules, prometheus_rules_yaml
+from kvpilot import telemetry
+from kvpilot.observability import dashboard, prometheus_rules, prometheus_rules_yaml
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(
@@ -155,3 +157,29 @@ def test_alerts_fire_on_real_series_and_stay_quiet_otherwise(tmp_path: Path) -> 
     result = promtool("test", "rules", "tests.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_every_dashboard_query_parses_and_reads_series_kvpilot_provides(tmp_path: Path) -> None:
+    """Each Grafana panel's PromQL goes through the real parser (as a recording rule under promtool) and names
+    only series that exist: the chart's recording rules, the operator's own metrics, or DCGM's."""
+    queries = [target["expr"] for panel in dashboard()["panels"] for target in panel["targets"]]
+    assert len(queries) >= 10
+    concrete = [q.replace("$namespace", "llm").replace("$llmdeployment", "chat|code") for q in queries]
+    rules = {
+        "groups": [
+            {"name": "dashboard", "rules": [{"record": f"dashboard:q{i}", "expr": q} for i, q in enumerate(concrete)]}
+        ]
+    }
+    (tmp_path / "dashboard.yaml").write_text(yaml.safe_dump(rules))
+    result = promtool("check", "rules", "dashboard.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(concrete)} rules found" in result.stdout
+
+    recorded = {r["record"] for g in prometheus_rules()["groups"] for r in g["rules"] if "record" in r}
+    exported = set()
+    for family in telemetry.REGISTRY.collect():
+        exported |= {family.name, *(sample.name for sample in family.samples), f"{family.name}_total"}
+    provided = recorded | exported | {"DCGM_FI_DEV_GPU_UTIL"}
+    variables = [v["query"] for v in dashboard()["templating"]["list"] if v["type"] == "query"]
+    named = {m for q in [*queries, *variables] for m in re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\{", q)}
+    assert named and named <= provided, sorted(named - provided)
