@@ -1,6 +1,7 @@
 """kvpilot's autoscaler against the policies platform teams would otherwise run, on real traces.
 
     python benchmarks/autoscale.py [--quick] [--png-dir DIR]
+    python benchmarks/autoscale.py --servegen-days 0-13 --policies kvpilot   # the whole ServeGen trace
 
 Reads ../shared/traces (Azure LLM 2023 code and conv, Mooncake synthetic; ServeGen rate shapes with
 token lengths drawn from Azure code). Every policy replays the same requests against the same
@@ -33,25 +34,38 @@ def clip(requests: list[Request]) -> list[Request]:
     ]
 
 
-def workloads(quick: bool) -> list[tuple[str, list[Request], bool]]:
+WINDOWS_PER_DAY = 144  # ServeGen's rate shape has one value per 10 minutes
+
+
+def day_range(text: str) -> tuple[int, int]:
+    """'9-10' -> (9, 10), '9' -> (9, 9): days of the 14-day ServeGen trace, counted from 0, inclusive."""
+    first, _, last = text.partition("-")
+    return int(first), int(last or first)
+
+
+def workloads(quick: bool, servegen_days: tuple[int, int] | None = None) -> list[tuple[str, list[Request], bool]]:
     azure = TRACES / "azure_llm_2023"
     code = load_trace(azure / "AzureLLMInferenceTrace_code.csv")
     conv = load_trace(azure / "AzureLLMInferenceTrace_conv.csv")
     mooncake = load_trace(TRACES / "mooncake" / "synthetic_trace.jsonl")
     shape = load_rate_shape(TRACES / "servegen_rates" / "servegen_aggregate_rate_10min.csv", "language/m-large")
-    # Days 9-10 of the 14: the two-day span whose peak/mean (3.2) is closest to the whole trace's (3.0).
-    # Replayed at real pace (10-minute windows stay 10 minutes), so cold starts and stabilization windows
-    # meet the load changes they would meet in production; `quick` replays day 9 alone.
-    days = shape[9 * 144 : (10 if quick else 11) * 144]
+    # Days 9-10 of the 14 by default: the two-day span whose peak/mean (3.2) is closest to the whole
+    # trace's (3.0). Replayed at real pace (10-minute windows stay 10 minutes), so cold starts and
+    # stabilization windows meet the load changes they would meet in production; `quick` replays day 9.
+    first, last = servegen_days or ((9, 9) if quick else (9, 10))
+    days = shape[first * WINDOWS_PER_DAY : (last + 1) * WINDOWS_PER_DAY]
     servegen = synthesize(days, code, peak_rps=40.0, seconds_per_window=600)
+    span = f"day {first}" if first == last else f"days {first}-{last}"
     out = [
         ("azure-conv x4", compress(conv, 4), False),
         ("azure-code x8", compress(code, 8), False),
         ("mooncake-synthetic", clip(mooncake), False),
-        (f"servegen m-large day{'' if quick else 's'} 9{'' if quick else '-10'} (real pace)", servegen, True),
+        (f"servegen m-large {span} (real pace)", servegen, True),
     ]
     if quick:
         out = [(n, [r for r in reqs if r.arrival < 600] if not multi else reqs, multi) for n, reqs, multi in out]
+    if servegen_days is not None:
+        out = out[-1:]
     return out
 
 
@@ -61,15 +75,26 @@ def main() -> int:
         "--quick", action="store_true", help="10-minute slices of the request traces and one day of ServeGen"
     )
     parser.add_argument("--png-dir", help="write replicas-vs-load plots here")
+    parser.add_argument(
+        "--servegen-days",
+        type=day_range,
+        help="replay only ServeGen, these days of its 14 (e.g. 0-13 for the whole trace; default: days 9-10 "
+        "after the request traces)",
+    )
+    parser.add_argument(
+        "--policies",
+        help="comma-separated policies to run besides static-peak and the oracle (default: all of them)",
+    )
     args = parser.parse_args()
+    only = args.policies.split(",") if args.policies else None
     if not TRACES.is_dir():
         print(f"skipped: {TRACES} is absent (the traces live in the development workspace's shared/)")
         return 0
     cfg = SimConfig()
     failures: list[str] = []
-    for name, requests, multi_day in workloads(args.quick):
+    for name, requests, multi_day in workloads(args.quick, args.servegen_days):
         started = time.monotonic()
-        rows, results = compare(requests, cfg=cfg, oracle_window=600.0 if multi_day else 300.0)
+        rows, results = compare(requests, cfg=cfg, oracle_window=600.0 if multi_day else 300.0, only=only)
         print(
             f"\n## {name}: {len(requests):,} requests over {requests[-1].arrival / 3600:.2f} h "
             f"(SLO: queue wait ≤ {cfg.slo_queue_seconds:g} s; {time.monotonic() - started:.0f} s to simulate)"
