@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvpilot.api.v1alpha1 import manifest
+
 
 def llmdeployment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kvpilot.io/v1alpha1",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
-            "resources": {"gpuType": "L4"},
-            "profile": "latency",
-            **spec,
-        },
-    }
+    model = {"id": "meta-llama/Llama-3.1-8B-Instruct"}
+    defaults = {"model": model, "resources": {"gpuType": "L4"}, "profile": "latency"}
+    return manifest(name, namespace, {**defaults, **spec})

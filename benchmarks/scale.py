@@ -29,11 +29,11 @@ from typing import Any
 from kubernetes import client
 from manifests import llmdeployment
 
+from kvpilot.api.v1alpha1 import GROUP, PLURAL, VERSION
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUP, VERSION, PLURAL = "kvpilot.io", "v1alpha1", "llmdeployments"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "CREATE", "UPDATE", "APPLY")
 
 

@@ -13,13 +13,13 @@ import pytest
 import yaml
 from kubernetes import client
 
+from kvpilot.api.v1alpha1 import GROUP, PLURAL, VERSION, manifest
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
 from tests.integration.fake_vllm import FakeVllm
 from tests.integration.helpers import eventually
 from tests.integration.prometheus import PrometheusServer
 
-GROUP, VERSION, PLURAL = "kvpilot.io", "v1alpha1", "llmdeployments"
 PORT = 8000
 
 
@@ -47,26 +47,19 @@ def fakes() -> Iterator[list[FakeVllm]]:
 
 
 def apply_autoscaled(cp: ControlPlane, ns: str, name: str, metrics: dict[str, Any]) -> None:
-    obj = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
-            "resources": {"gpuType": "H100-80GB-SXM"},
-            "profile": "latency",
-            "autoscaling": {
-                "enabled": True,
-                "minReplicas": 1,
-                "maxReplicas": 4,
-                "queueWaitP90Seconds": 0.5,
-                "kvCacheUsageTarget": 0.8,
-                "windowSeconds": 10,
-                "scaleDownStabilizationSeconds": 20,
-                "metrics": metrics,
-            },
-        },
+    autoscaling = {
+        "enabled": True,
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "queueWaitP90Seconds": 0.5,
+        "kvCacheUsageTarget": 0.8,
+        "windowSeconds": 10,
+        "scaleDownStabilizationSeconds": 20,
+        "metrics": metrics,
     }
+    model = {"id": "meta-llama/Llama-3.1-8B-Instruct"}
+    spec = {"model": model, "resources": {"gpuType": "H100-80GB-SXM"}, "profile": "latency", "autoscaling": autoscaling}
+    obj = manifest(name, ns, spec)
     cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj), check=True)
 
 

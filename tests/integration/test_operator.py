@@ -14,12 +14,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kvpilot.api.v1alpha1 import GROUP, PLURAL, VERSION, manifest
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
 from tests import argocd_vm
 from tests.integration.helpers import ROOT, eventually
-
-GROUP, VERSION, PLURAL = "kvpilot.io", "v1alpha1", "llmdeployments"
 
 
 def llmd(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
@@ -29,12 +28,7 @@ def llmd(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
         "profile": "latency",
     }
     body.update(spec)
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LLMDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": body,
-    }
+    return manifest(name, namespace, body)
 
 
 @pytest.fixture

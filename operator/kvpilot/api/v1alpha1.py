@@ -25,6 +25,12 @@ SINGULAR = "llmdeployment"
 SHORT_NAMES = ["llmd", "llmdeploy"]
 API_VERSION = f"{GROUP}/{VERSION}"
 
+
+def manifest(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An LLMDeployment as `kubectl apply` sends it, around a spec in its wire (camelCase) form."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)]
