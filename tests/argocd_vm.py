@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 SOURCE = Path(__file__).resolve().parents[1] / "hack" / "argocd"
 BUILD_COMMAND = "bash hack/argocd/build.sh"
 
@@ -20,6 +22,14 @@ def binary() -> Path | None:
     digest = hashlib.sha256(b"".join((SOURCE / name).read_bytes() for name in ("go.mod", "go.sum", "main.go")))
     built = Path.home() / ".cache" / "kvpilot" / "argocd-health" / digest.hexdigest()[:12] / "argocd-health"
     return built if built.exists() else None
+
+
+def required() -> Path:
+    """The built VM, or skip the calling test saying how to build it."""
+    vm = binary()
+    if vm is None:
+        pytest.skip(f"Argo CD's health-script VM is not built: run `{BUILD_COMMAND}` (hack/test.sh does)")
+    return vm
 
 
 def judge(vm: Path, script: Path, objects: list[dict[str, Any]]) -> list[dict[str, str]]:

@@ -441,9 +441,7 @@ def test_a_container_restarted_in_its_pod_resumes_without_waiting_for_its_own_en
 def test_argo_cd_judges_the_operators_live_objects(
     control_plane: ControlPlane, operator: OperatorProcess, api: Any, ns: str
 ) -> None:
-    vm = argocd_vm.binary()
-    if vm is None:
-        pytest.skip(f"Argo CD's health-script VM is not built: run `{argocd_vm.BUILD_COMMAND}` (hack/test.sh does)")
+    vm = argocd_vm.required()
     apply(control_plane, llmd("argo-ok", ns))
     apply(control_plane, llmd("argo-bad", ns, model={"id": "meta-llama/Llama-3.1-405B-Instruct"}))
     ready = wait_ready(api, ns, "argo-ok")

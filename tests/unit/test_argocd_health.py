@@ -41,9 +41,7 @@ def lupa_health(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 def argocd_vm_health(obj: dict[str, Any]) -> tuple[str, str]:
-    vm = argocd_vm.binary()
-    if vm is None:
-        pytest.skip(f"Argo CD's health-script VM is not built: run `{argocd_vm.BUILD_COMMAND}` (hack/test.sh does)")
+    vm = argocd_vm.required()
     [verdict] = argocd_vm.judge(vm, SCRIPT_PATH, [obj])
     assert "error" not in verdict, verdict
     return verdict["status"], verdict["message"]
@@ -105,9 +103,7 @@ def test_the_argocd_cm_snippet_carries_the_same_script() -> None:
 
 
 def test_the_argocd_vm_opens_only_what_argo_cd_opens(tmp_path: Path) -> None:
-    vm = argocd_vm.binary()
-    if vm is None:
-        pytest.skip(f"Argo CD's health-script VM is not built: run `{argocd_vm.BUILD_COMMAND}` (hack/test.sh does)")
+    vm = argocd_vm.required()
     uses_string = tmp_path / "uses_string.lua"
     uses_string.write_text('hs = {}\nhs.status = string.format("%s", "Healthy")\nreturn hs\n')
     bad_status = tmp_path / "bad_status.lua"
