@@ -24,8 +24,6 @@ from manifests import llmdeployment
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def llmd(name: str, ns: str) -> str:
     return yaml.safe_dump(llmdeployment(name, ns))
@@ -82,8 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     with ControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:
         print(f"control plane up in {cp.start_seconds:.1f} s", flush=True)
-        cp.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"), check=True)
-        cp.kubectl("wait", "--for=condition=Established", "crd/llmdeployments.kvpilot.io", check=True)
+        cp.install_crds()
         cp.add_gpu_node("gpu-0", 8, "NVIDIA-L4")
         ns = f"bench-{uuid.uuid4().hex[:6]}"
         cp.kubectl("create", "namespace", ns, check=True)

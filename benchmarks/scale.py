@@ -33,7 +33,6 @@ from kvpilot.api.v1alpha1 import GROUP, PLURAL, VERSION
 from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
 
-ROOT = Path(__file__).resolve().parents[1]
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "CREATE", "UPDATE", "APPLY")
 
 
@@ -120,8 +119,7 @@ def main() -> None:
     n = args.count
     with ControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:
         print(f"control plane up in {cp.start_seconds:.1f} s", flush=True)
-        cp.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"), check=True)
-        cp.kubectl("wait", "--for=condition=Established", "crd/llmdeployments.kvpilot.io", check=True)
+        cp.install_crds()
         ns = f"scale-{uuid.uuid4().hex[:6]}"
         cp.kubectl("create", "namespace", ns, check=True)
         op = OperatorProcess(cp.kubeconfig, Path(tmp), resync_seconds=60).start()

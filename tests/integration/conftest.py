@@ -15,7 +15,6 @@ import pytest
 
 from kvpilot.localcluster.controlplane import BUILD_COMMAND, ControlPlane, binaries_available
 from kvpilot.localcluster.process import OperatorProcess
-from tests.integration.helpers import ROOT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,10 +29,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     if not os.environ.get("KVPILOT_TEST_KUBECONFIG") and not binaries_available():
         pytest.skip(f"control-plane binaries not built and KVPILOT_TEST_KUBECONFIG unset; run `{BUILD_COMMAND}`")
     with ControlPlane() as plane:
-        plane.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"), check=True)
-        plane.kubectl(
-            "wait", "--for=condition=Established", "crd/llmdeployments.kvpilot.io", "--timeout=60s", check=True
-        )
+        plane.install_crds()
         products = ["NVIDIA-H100-80GB-HBM3"] * 4 + ["NVIDIA-L4"] * 2
         for i, product in enumerate(products):
             plane.add_gpu_node(f"gpu-{i}", gpu_count=8, gpu_product=product)

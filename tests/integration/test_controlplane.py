@@ -6,7 +6,9 @@ pointing at a cluster that runs kwok); otherwise they are skipped.
 
 from __future__ import annotations
 
+import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -156,3 +158,40 @@ def test_garbage_collection(cp: ControlPlane, api: Any, namespace: str) -> None:
         return False
 
     wait_for(dependent_gone, timeout=TIMEOUT, what="dependent Secret garbage-collected")
+
+
+def test_waiting_on_an_object_without_conditions_times_out_instead_of_failing(cp: ControlPlane, namespace: str) -> None:
+    # A ConfigMap never has status; `kubectl wait --for=condition=…` errors on it at once.
+    cp.kubectl("create", "configmap", "no-status", "-n", namespace, check=True)
+    started = time.monotonic()
+    assert not cp.wait_for_condition("configmap/no-status", "Ready", namespace, timeout=1.5)
+    assert time.monotonic() - started >= 1.5
+
+
+def test_a_crd_waited_on_right_after_it_is_applied_becomes_established(cp: ControlPlane) -> None:
+    # The race the demo once lost: the CRD exists but its status has no conditions yet.
+    group = f"t{uuid.uuid4().hex[:8]}.example.com"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+    cp.kubectl("apply", "-f", "-", input=json.dumps(crd), check=True)
+    try:
+        assert cp.wait_for_condition(f"crd/widgets.{group}", "Established", timeout=TIMEOUT)
+        assert cp.condition_is_true(f"crd/widgets.{group}", "NamesAccepted")
+    finally:
+        cp.kubectl("delete", "crd", f"widgets.{group}", "--wait=false")

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
+
 from kvpilot.localcluster.process import end_process
 
 # In a source checkout the build script sits beside the package; an installed wheel falls back to the pin.
@@ -676,6 +678,40 @@ class ControlPlane:
             created = core.create_node(body)
             result: dict[str, Any] = api.sanitize_for_serialization(created)
         return result
+
+    def condition_is_true(self, resource: str, condition: str, namespace: str | None = None) -> bool:
+        """Whether ``resource`` (kubectl's "kind/name") exists and has ``condition`` with status True."""
+        scope = ["-n", namespace] if namespace else []
+        result = self.kubectl("get", resource, *scope, "-o", "json")
+        if result.returncode != 0:
+            return False
+        conditions = (json.loads(result.stdout).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == condition and c.get("status") == "True" for c in conditions)
+
+    def wait_for_condition(
+        self, resource: str, condition: str, namespace: str | None = None, timeout: float = 60
+    ) -> bool:
+        """Poll until ``resource`` has ``condition``=True; False when ``timeout`` passes first.
+
+        Not `kubectl wait --for=condition=…`: it fails at once, instead of waiting, on an object
+        whose status has no conditions yet, which is how a just-created CRD or LLMDeployment looks.
+        """
+        deadline = time.monotonic() + timeout
+        while not self.condition_is_true(resource, condition, namespace):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.25)
+        return True
+
+    def install_crds(self, timeout: float = 60) -> None:
+        """Apply kvpilot's generated CRDs and wait until the API server serves every one of them."""
+        from kvpilot.api.crd import all_crds_yaml
+
+        manifests = all_crds_yaml()
+        self.kubectl("apply", "--server-side", "-f", "-", input=manifests, check=True)
+        for doc in yaml.safe_load_all(manifests):
+            if doc and not self.wait_for_condition(f"crd/{doc['metadata']['name']}", "Established", timeout=timeout):
+                raise ControlPlaneError(f"CRD {doc['metadata']['name']} not Established after {timeout:.0f}s")
 
     def wait_node_ready(self, name: str, timeout: float = 60) -> dict[str, Any]:
         from kubernetes import client

@@ -15,7 +15,6 @@ from typing import Any, TextIO
 
 import yaml
 
-from kvpilot.api.crd import all_crds_yaml
 from kvpilot.localcluster.controlplane import (
     BUILD_COMMAND,
     ENVTEST_DIR,
@@ -55,8 +54,7 @@ def run_demo(manifest: str, out: TextIO, keep: bool = False, timeout: float = 18
         return 1
     with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="kvpilot-demo-") as tmp:
         _say(out, f"control plane up in {cp.start_seconds:.1f} s: {cp.server} (Kubernetes {k8s_version()})")
-        cp.kubectl("apply", "--server-side", "-f", "-", input=all_crds_yaml(), check=True)
-        cp.kubectl("wait", "--for=condition=Established", "crd/llmdeployments.kvpilot.io", check=True)
+        cp.install_crds()
         for name, product in NODES:
             cp.add_gpu_node(name, gpu_count=8, gpu_product=product)
         _say(out, "simulated GPU nodes: " + ", ".join(f"{n} (8 × {p})" for n, p in NODES))
@@ -71,16 +69,18 @@ def run_demo(manifest: str, out: TextIO, keep: bool = False, timeout: float = 18
             cp.kubectl("apply", "-f", "-", input=manifest, check=True)
             _say(out, f"applied LLMDeployment {namespace}/{name}; waiting for it to become Ready…")
             started = time.monotonic()
-            ready = cp.kubectl(
-                "wait", "llmd", name, "-n", namespace, "--for=condition=Ready", f"--timeout={int(timeout)}s"
+            ready = cp.wait_for_condition(f"llmd/{name}", "Ready", namespace, timeout=timeout)
+            waited = time.monotonic() - started
+            _say(
+                out,
+                f"Ready after {waited:.1f} s" if ready else f"not Ready after {waited:.0f} s; its conditions say why",
             )
-            _say(out, f"Ready after {time.monotonic() - started:.1f} s" if ready.returncode == 0 else ready.stderr)
             _report(cp, name, namespace, out)
             if keep:
                 _say(out, f"\nthe cluster stays up: export KUBECONFIG={cp.kubeconfig}; Ctrl-C to stop")
                 while operator.alive():
                     time.sleep(1)
-            return 0 if ready.returncode == 0 else 1
+            return 0 if ready else 1
         except KeyboardInterrupt:
             return 0
         finally:
