@@ -24,10 +24,12 @@ PORT = 8000
 
 
 @pytest.fixture
-def ns(control_plane: ControlPlane) -> str:
+def ns(control_plane: ControlPlane) -> Iterator[str]:
     name = f"a-{uuid.uuid4().hex[:8]}"
     control_plane.kubectl("create", "namespace", name, check=True)
-    return name
+    yield name
+    # Autoscaled objects left behind would keep timers scraping dead endpoints for the rest of the session.
+    control_plane.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture
@@ -113,16 +115,28 @@ def test_prometheus_drives_scale_up_hold_and_scale_down(
         before = llmd(api, ns, name)
 
         # A queue-wait breach: p90 of 2 s against an SLO of 0.5 s.
-        fake.set(running=8, waiting=6, kv=0.5, queue_wait=2.0, rate=4)
-        eventually(lambda: replicas(api, ns, name) > 1, 60, what="scale-up on the queue-wait breach")
-        st = llmd(api, ns, name)
-        assert "queue wait p90" in st["status"]["lastScaleReason"]
+        # 4 running stay under 75 % of the 8 batch slots, so the queue is the only target breached; the p90
+        # crosses the SLO only once the new 2 s observations fill a tenth of Prometheus's window.
+        fake.set(running=4, waiting=6, kv=0.5, queue_wait=2.0, rate=4)
+        # The operator resizes the Deployment before it writes status, so wait on the status.
+        st = eventually(
+            lambda: (o := llmd(api, ns, name)) and "queue wait p90" in (o["status"].get("lastScaleReason") or "") and o,
+            60,
+            what="scale-up on the queue-wait breach",
+        )
+        assert replicas(api, ns, name) > 1
         # Argo CD and Git see no drift: the spec and its generation are exactly what was applied.
         assert st["spec"] == before["spec"] and st["metadata"]["generation"] == before["metadata"]["generation"]
-        events = control_plane.kubectl(
-            "get", "events", "-n", ns, "--field-selector", "reason=Scaled", "-o", "json", check=True
-        ).stdout
-        assert "queue wait p90" in events
+        eventually(
+            lambda: (
+                "queue wait p90"
+                in control_plane.kubectl(
+                    "get", "events", "-n", ns, "--field-selector", "reason=Scaled", "-o", "json", check=True
+                ).stdout
+            ),
+            30,
+            what="a Scaled event naming the queue wait",
+        )
 
         # Prometheus gone: unknown, so hold, whatever the (now low) load says.
         fake.set(running=0, waiting=0, kv=0.05, queue_wait=0.01, rate=1)
@@ -139,8 +153,17 @@ def test_prometheus_drives_scale_up_hold_and_scale_down(
 
         # Back: low load for longer than the window brings replicas down, one step at a time, to minReplicas.
         prom.start()
-        eventually(lambda: replicas(api, ns, name) == 1, 180, what="scale-down to minReplicas")
-        history = llmd(api, ns, name)["status"]["scaleHistory"]
+        scaled_down = eventually(
+            lambda: (
+                (o := llmd(api, ns, name))
+                and (o["status"].get("scaleHistory") or [{}])[-1].get("toReplicas") == 1
+                and o
+            ),
+            180,
+            what="scale-down to minReplicas recorded in status",
+        )
+        assert replicas(api, ns, name) == 1
+        history = scaled_down["status"]["scaleHistory"]
         downs = [h for h in history if h["toReplicas"] < h["fromReplicas"]]
         assert downs and all(h["fromReplicas"] - h["toReplicas"] == 1 for h in downs)
     finally:

@@ -16,7 +16,7 @@ from kvpilot.localcluster.controlplane import ControlPlane
 from kvpilot.localcluster.process import OperatorProcess
 from tests.bad_inputs import CASES, SENTINEL_TOKEN
 from tests.integration.helpers import eventually
-from tests.integration.test_operator import condition, deployment, get_llmd, ns  # noqa: F401 - ns is a fixture
+from tests.integration.test_operator import condition, deployment, get_llmd, handled, ns  # noqa: F401 - ns is a fixture
 
 
 def test_every_bad_input_is_refused_or_reported_without_harm(
@@ -46,8 +46,9 @@ def test_every_bad_input_is_refused_or_reported_without_harm(
 
     def all_reported() -> bool:
         for name in admitted:
-            spec_valid = condition(get_llmd(api, ns, name), "SpecValid")
-            if not spec_valid or spec_valid["status"] != "False":
+            obj = get_llmd(api, ns, name)
+            spec_valid = condition(obj, "SpecValid")
+            if not spec_valid or spec_valid["status"] != "False" or not handled(obj):
                 return False
         return True
 

@@ -207,19 +207,17 @@ spec:
 
 
 def test_install_run_with_chart_rbac_upgrade_and_uninstall(
-    helm: Any, control_plane: ControlPlane, operator: OperatorProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    helm: Any, control_plane: ControlPlane, operator: OperatorProcess, tmp_path: Path
 ) -> None:
     plane = control_plane
     operator.stop()  # the admin-credentialed test operator would do the work the chart's RBAC must allow
     try:
-        _install_run_upgrade_uninstall(helm, plane, tmp_path, monkeypatch)
+        _install_run_upgrade_uninstall(helm, plane, tmp_path)
     finally:
         operator.start()
 
 
-def _install_run_upgrade_uninstall(
-    helm: Any, plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _install_run_upgrade_uninstall(helm: Any, plane: ControlPlane, tmp_path: Path) -> None:
     helm(
         "install",
         RELEASE,
@@ -256,8 +254,8 @@ def _install_run_upgrade_uninstall(
         plane.kubectl("create", "namespace", "helm-team", check=True)
         kubeconfig = _service_account_kubeconfig(plane, RELEASE_NS, RELEASE, tmp_path / "sa.kubeconfig")
         # Its own peering object (created through the chart's RBAC too), so no other operator pauses it.
-        monkeypatch.setenv("KVPILOT_PEERING_NAME", "kvpilot-chart-rbac")
-        chart_operator = OperatorProcess(kubeconfig, tmp_path)
+        # Only this process gets it: the session's operator, restarted afterwards, keeps its own.
+        chart_operator = OperatorProcess(kubeconfig, tmp_path, extra_env={"KVPILOT_PEERING_NAME": "kvpilot-chart-rbac"})
         chart_operator.start()
         try:
             plane.kubectl(
