@@ -40,6 +40,7 @@ import collections
 import collections.abc
 import copy
 import dataclasses
+import difflib
 import enum
 import functools
 import hashlib
@@ -100,8 +101,11 @@ def fetch_index() -> dict:
     return json.loads(data)
 
 
-def pick_release(index: dict, line: tuple[int, int]) -> tuple[str, dict]:
-    """Newest final release of ``line``; its sdist, or a wheel when that release has no sdist."""
+def pick_release(index: dict, line: tuple[int, int], filename: str | None = None) -> tuple[str, dict]:
+    """Newest final release of ``line``; its sdist, or a wheel when that release has no sdist.
+
+    With ``filename``, that distribution file of the line instead (to rebuild a table from its recorded source).
+    """
     by_version: dict[str, list[dict]] = collections.defaultdict(list)
     for f in index["files"]:
         if f.get("yanked"):
@@ -117,6 +121,11 @@ def pick_release(index: dict, line: tuple[int, int]) -> tuple[str, dict]:
     candidates = [(key, v) for v in by_version if (key := _release_key(v)) is not None and tuple(key[:2]) == line]
     if not candidates:
         raise SystemExit(f"no release of vLLM {line[0]}.{line[1]} on PyPI")
+    if filename is not None:
+        named = [(v, f) for _, v in candidates for f in by_version[v] if f["filename"] == filename]
+        if not named:
+            raise SystemExit(f"{filename} is not a file of vLLM {line[0]}.{line[1]} on PyPI")
+        return named[0]
     _, version = max(candidates)
     files = by_version[version]
     sdists = [f for f in files if f["filename"].endswith(".tar.gz")]
@@ -340,45 +349,10 @@ class Module:
         self.values: dict[str, object] = {}
         self.evaluating: set[str] = set()
         self.star_imports: list[ast.ImportFrom] = []
-        self._build_index(self.tree.body)
+        _index_body(self.tree.body, self.index, lambda test: interp.static_test(test, self), self.star_imports)
 
     def __repr__(self) -> str:
         return f"<module {self.name}>"
-
-    def _build_index(self, body):
-        for stmt in body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.index[stmt.name] = stmt
-            elif isinstance(stmt, ast.Assign):
-                for target in stmt.targets:
-                    for name in _target_names(target):
-                        self.index[name] = stmt
-            elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and isinstance(stmt.target, ast.Name):
-                if getattr(stmt, "value", None) is not None:
-                    self.index[stmt.target.id] = stmt
-            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                for alias in stmt.names:
-                    if alias.name == "*":
-                        self.star_imports.append(stmt)
-                        continue
-                    bound = alias.asname or (alias.name.split(".")[0] if isinstance(stmt, ast.Import) else alias.name)
-                    self.index[bound] = stmt
-            elif isinstance(stmt, ast.If):
-                verdict = self.interp.static_test(stmt.test, self)
-                if verdict is True:
-                    self._build_index(stmt.body)
-                elif verdict is False:
-                    self._build_index(stmt.orelse)
-                else:
-                    self._build_index(stmt.orelse)
-                    self._build_index(stmt.body)
-            elif isinstance(stmt, ast.Try):
-                for handler in stmt.handlers:
-                    self._build_index(handler.body)
-                self._build_index(stmt.body)
-                self._build_index(stmt.orelse)
-            elif isinstance(stmt, ast.With):
-                self._build_index(stmt.body)
 
     def has(self, name: str) -> bool:
         return name in self.values or name in self.index
@@ -460,34 +434,13 @@ class ClassRef:
         self._stub = None
         self._members = None
         self._fields = None
-        self._build_index(node.body)
+        _index_body(node.body, self.index, lambda test: interp.static_test(test, module))
 
     def __repr__(self) -> str:
         return f"<class {self.module.name}.{self.name}>"
 
     def __call__(self, *args, **kwargs):
         return self.interp.call(self, list(args), kwargs)
-
-    def _build_index(self, body):
-        for stmt in body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.index[stmt.name] = stmt
-            elif isinstance(stmt, ast.Assign):
-                for target in stmt.targets:
-                    for name in _target_names(target):
-                        self.index[name] = stmt
-            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                if stmt.value is not None:
-                    self.index[stmt.target.id] = stmt
-            elif isinstance(stmt, ast.If):
-                verdict = self.interp.static_test(stmt.test, self.module)
-                if verdict is True:
-                    self._build_index(stmt.body)
-                elif verdict is False:
-                    self._build_index(stmt.orelse)
-                else:
-                    self._build_index(stmt.orelse)
-                    self._build_index(stmt.body)
 
     @property
     def bases(self) -> list:
@@ -699,6 +652,51 @@ def _walk_function_body(node):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
         stack.extend(ast.iter_child_nodes(n))
+
+
+def _index_body(body, index: dict, static_test, star_imports: list | None = None) -> None:
+    """Record in ``index`` the statement that binds each name a block binds.
+
+    An ``if`` whose test ``static_test`` decides contributes only the branch taken; an undecided one both,
+    the body last so that it wins. A module's body (``star_imports`` given) also binds through imports,
+    augmented assignments and the blocks of ``try`` and ``with``; a class body binds only through
+    definitions and assignments.
+    """
+    module_level = star_imports is not None
+
+    def nested(block) -> None:
+        _index_body(block, index, static_test, star_imports)
+
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            index[stmt.name] = stmt
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                for name in _target_names(target):
+                    index[name] = stmt
+        elif isinstance(stmt, ast.AnnAssign) or (module_level and isinstance(stmt, ast.AugAssign)):
+            if isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                index[stmt.target.id] = stmt
+        elif module_level and isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                if alias.name == "*":
+                    star_imports.append(stmt)  # type: ignore[union-attr]
+                    continue
+                bound = alias.asname or (alias.name.split(".")[0] if isinstance(stmt, ast.Import) else alias.name)
+                index[bound] = stmt
+        elif isinstance(stmt, ast.If):
+            verdict = static_test(stmt.test)
+            if verdict is not True:
+                nested(stmt.orelse)
+            if verdict is not False:
+                nested(stmt.body)
+        elif module_level and isinstance(stmt, ast.Try):
+            for handler in stmt.handlers:
+                nested(handler.body)
+            nested(stmt.body)
+            nested(stmt.orelse)
+        elif module_level and isinstance(stmt, ast.With):
+            nested(stmt.body)
 
 
 def _target_names(target) -> list[str]:
@@ -3339,9 +3337,9 @@ def all_lines() -> list[tuple[int, int]]:
 class Release:
     """One release line's chosen distribution file and its Python sources."""
 
-    def __init__(self, index: dict, line: tuple[int, int]):
+    def __init__(self, index: dict, line: tuple[int, int], filename: str | None = None):
         self.line = line
-        self.version, self.entry = pick_release(index, line)
+        self.version, self.entry = pick_release(index, line, filename)
         self.archive = download(self.entry)
         self.sources = read_sources(self.archive)
 
@@ -3391,6 +3389,33 @@ def _option_diff(a: list[dict], b: list[dict]) -> list[str]:
             fields = [f for f in sorted(set(da[k]) | set(db[k])) if da[k].get(f) != db[k].get(f)]
             out.append(f"{k}: " + "; ".join(f"{f} {da[k].get(f)!r} / {db[k].get(f)!r}" for f in fields))
     return out
+
+
+def reproduce(index: dict, lines: list[tuple[int, int]], tables: Path) -> int:
+    """Rebuild each shipped table from the very file it records and compare the two texts; 1 on any difference."""
+    differing = []
+    for line in lines:
+        name = f"{line[0]}.{line[1]}"
+        shipped_text = (tables / f"{name}.json").read_text()
+        shipped = json.loads(shipped_text)
+        release = Release(index, line, filename=shipped["source_file"])
+        if release.entry["hashes"]["sha256"] != shipped["source_sha256"]:
+            print(f"[{name}] {shipped['source_file']}: PyPI's sha256 is not the one the table records")
+            differing.append(name)
+            continue
+        table, _ = build_table(release, shipped["platform"])
+        rebuilt_text = dump_table(table)
+        if rebuilt_text == shipped_text:
+            print(f"[{name}] reproduced from {shipped['source_file']}: {table['option_count']} options, identical")
+            continue
+        differing.append(name)
+        diff = difflib.unified_diff(
+            shipped_text.splitlines(), rebuilt_text.splitlines(), "shipped", "rebuilt", lineterm="", n=1
+        )
+        print(f"[{name}] DIFFERS from what {shipped['source_file']} gives now:")
+        print("\n".join(list(diff)[:40]))
+    print("RESULT: every table reproduced" if not differing else f"RESULT: {', '.join(differing)} differ")
+    return 1 if differing else 0
 
 
 def check_fixture(index: dict, path: Path, platform_arg: str | None, show_warnings: bool) -> int:
@@ -3448,12 +3473,20 @@ def main(argv=None) -> int:
         help="compare the table of the fixture's release with a real dump of its parser, then exit "
         "(non-zero when option strings differ)",
     )
+    ap.add_argument(
+        "--reproduce",
+        action="store_true",
+        help="rebuild the tables in --out (default: the shipped ones) from the source files they record and "
+        "compare, writing nothing (non-zero when any differs)",
+    )
     ap.add_argument("--show-warnings", action="store_true", help="print every interpreter warning")
     args = ap.parse_args(argv)
 
     index = fetch_index()
     if args.check_fixture:
         return check_fixture(index, args.check_fixture, args.platform, args.show_warnings)
+    if args.reproduce:
+        return reproduce(index, args.versions or all_lines(), args.out)
 
     platform = args.platform or "cuda"
     args.out.mkdir(parents=True, exist_ok=True)
