@@ -352,10 +352,8 @@ def test_restarted_operator_converges_without_duplicates(
             # Until the Deployment controller has seen r0's new template, its old ReplicaSet is the only one.
             if (d.status.observed_generation or 0) < d.metadata.generation:
                 return None
-            wanted = d.spec.replicas or 0
-            if not (d.status.updated_replicas or 0) == (d.status.available_replicas or 0) == wanted:
-                return None
-            if (d.status.replicas or 0) != wanted:
+            counts = (d.status.replicas, d.status.updated_replicas, d.status.available_replicas, d.spec.replicas)
+            if len({n or 0 for n in counts}) != 1:
                 return None
         owned = replica_sets_by_deployment()
         active = [r for sets in owned.values() for r in sets if (r.spec.replicas or 0) > 0]

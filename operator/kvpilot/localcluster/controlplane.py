@@ -696,11 +696,10 @@ class ControlPlane:
         Not `kubectl wait --for=condition=…`: it fails at once, instead of waiting, on an object
         whose status has no conditions yet, which is how a just-created CRD or LLMDeployment looks.
         """
-        deadline = time.monotonic() + timeout
-        while not self.condition_is_true(resource, condition, namespace):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.25)
+        try:
+            wait_for(lambda: self.condition_is_true(resource, condition, namespace), timeout=timeout)
+        except ControlPlaneError:
+            return False
         return True
 
     def install_crds(self, timeout: float = 60) -> None:
@@ -709,9 +708,9 @@ class ControlPlane:
 
         manifests = all_crds_yaml()
         self.kubectl("apply", "--server-side", "-f", "-", input=manifests, check=True)
-        for doc in yaml.safe_load_all(manifests):
-            if doc and not self.wait_for_condition(f"crd/{doc['metadata']['name']}", "Established", timeout=timeout):
-                raise ControlPlaneError(f"CRD {doc['metadata']['name']} not Established after {timeout:.0f}s")
+        for name in [doc["metadata"]["name"] for doc in yaml.safe_load_all(manifests) if doc]:
+            if not self.wait_for_condition(f"crd/{name}", "Established", timeout=timeout):
+                raise ControlPlaneError(f"CRD {name} not Established after {timeout:.0f}s")
 
     def wait_node_ready(self, name: str, timeout: float = 60) -> dict[str, Any]:
         from kubernetes import client
