@@ -27,6 +27,7 @@ from kvpilot.sizing.estimator import count_parameters, kv_layout
 
 EXIT_SPEC = 2
 EXIT_DOES_NOT_FIT = 3
+MIN_PEERING_LIFETIME = 15  # seconds
 
 
 def _documents(path: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -170,6 +171,14 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> None:
         CONFIG.resync_seconds = args.resync_seconds
     if args.autoscale_seconds:
         CONFIG.autoscale_seconds = args.autoscale_seconds
+    if args.peering_lifetime_seconds:
+        CONFIG.peering_lifetime_seconds = args.peering_lifetime_seconds
+    if CONFIG.peering_lifetime_seconds < MIN_PEERING_LIFETIME:
+        # kopf refreshes an entry 5-10 s before it expires; a shorter lifetime would let live replicas lapse.
+        raise SystemExit(
+            f"kvpilot run: the peering lifetime must be at least {MIN_PEERING_LIFETIME} s, "
+            f"not {CONFIG.peering_lifetime_seconds}"
+        )
     log_format = kopf.LogFormat.JSON if CONFIG.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=CONFIG.verbose, log_format=log_format, log_prefix=True)
     import kvpilot.main  # noqa: F401  (registers the handlers; reads CONFIG at import)
@@ -313,6 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--standalone", action="store_true", help="skip peering (only for a single replica)")
     run.add_argument("--resync-seconds", type=float, help="drift-repair interval (KVPILOT_RESYNC_SECONDS)")
     run.add_argument("--autoscale-seconds", type=float, help="autoscaler period (KVPILOT_AUTOSCALE_SECONDS)")
+    run.add_argument(
+        "--peering-lifetime-seconds",
+        type=int,
+        help="a standby takes over from a crashed replica within this; default 60 (KVPILOT_PEERING_LIFETIME_SECONDS)",
+    )
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=cmd_run)
     catalog = sub.add_parser("catalog", help="list the GPUs or models kvpilot knows")

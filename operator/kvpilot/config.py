@@ -21,6 +21,9 @@ class OperatorConfig:
     autoscale_seconds: float = float(os.environ.get("KVPILOT_AUTOSCALE_SECONDS", "15"))
     standalone: bool = os.environ.get("KVPILOT_STANDALONE", "") == "1"
     peering_name: str = os.environ.get("KVPILOT_PEERING_NAME", "kvpilot")
+    # How long a replica's peering entry outlives its last keep-alive: a standby takes over from a crashed
+    # replica within this. kopf refreshes the entry 5-10 s before it expires, so shorter means more writes.
+    peering_lifetime_seconds: int = int(os.environ.get("KVPILOT_PEERING_LIFETIME_SECONDS", "60"))
     verbose: bool = os.environ.get("KVPILOT_VERBOSE", "") == "1"
 
     @property

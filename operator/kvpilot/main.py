@@ -44,6 +44,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
     settings.execution.max_workers = 8
+    settings.peering.lifetime = CONFIG.peering_lifetime_seconds
     try:
         telemetry.serve(CONFIG.metrics_address)
     except OSError as exc:  # a busy port must not stop the operator; say so and carry on

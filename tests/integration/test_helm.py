@@ -101,7 +101,14 @@ VALUE_SETS: dict[str, list[str]] = {
         "--set",
         "grafanaDashboard.namespace=monitoring",
     ],
-    "ha-text-logs": ["--set", "replicaCount=2", "--set", "operator.logFormat=text"],
+    "ha-text-logs": [
+        "--set",
+        "replicaCount=2",
+        "--set",
+        "operator.logFormat=text",
+        "--set",
+        "operator.peeringLifetimeSeconds=20",
+    ],
     "existing-serviceaccount": ["--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops"],
     "no-rbac-no-metrics": ["--set", "rbac.create=false", "--set", "metrics.service=false"],
 }
@@ -121,6 +128,7 @@ def test_template_renders_every_documented_combination(helm: Any, name: str) -> 
     # kopf's peering identity is the pod's name, so a crashed container's successor takes its entry over.
     pod_id = next(e for e in container["env"] if e["name"] == "POD_ID")
     assert pod_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["KVPILOT_PEERING_LIFETIME_SECONDS"] == ("20" if name == "ha-text-logs" else "60")
     if name == "namespaced":
         assert env["KVPILOT_NAMESPACES"] == "team-a,team-b"
         roles = [o for o in objects if o["kind"] == "Role"]
@@ -168,6 +176,7 @@ BAD_VALUES = [
     (["--set", "metricsPort=70000"], "metricsPort"),
     (["--set", "resouces.limits.cpu=1"], "resouces"),  # a typo is an error, not a silently ignored key
     (["--set", "operator.resyncSeconds=1"], "resyncSeconds"),
+    (["--set", "operator.peeringLifetimeSeconds=5"], "peeringLifetimeSeconds"),
 ]
 
 

@@ -416,20 +416,43 @@ def test_two_replicas_elect_one_and_the_other_takes_over(
             operator.start()
 
 
+def peering_entries(api: Any) -> dict[str, dict[str, Any]]:
+    """The entries of the operator's ClusterKopfPeering, by identity (withdrawn ones left out)."""
+    peering = client.CustomObjectsApi(api).get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", "kvpilot")
+    return {identity: entry for identity, entry in (peering.get("status") or {}).items() if entry}
+
+
 def live_peers(api: Any) -> dict[str, int]:
     """Identities in the operator's ClusterKopfPeering whose keep-alive has not expired yet, with their priority."""
-    peering = client.CustomObjectsApi(api).get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", "kvpilot")
     now = datetime.datetime.now(datetime.UTC)
     live = {}
-    for identity, entry in (peering.get("status") or {}).items():
-        if not entry:
-            continue
+    for identity, entry in peering_entries(api).items():
         seen = datetime.datetime.fromisoformat(entry["lastseen"])
         if seen.tzinfo is None:
             seen = seen.replace(tzinfo=datetime.UTC)
         if seen + datetime.timedelta(seconds=entry.get("lifetime", 60)) > now:
             live[identity] = int(entry.get("priority", 0))
     return live
+
+
+def test_the_peering_lifetime_setting_is_the_one_kopf_announces(
+    control_plane: ControlPlane, operator: OperatorProcess, api: Any, tmp_path: Any
+) -> None:
+    # The lifetime in a replica's entry is what the others judge it dead by, so it bounds a takeover.
+    pod_name = f"kvpilot-{uuid.uuid4().hex[:6]}"
+    replica = OperatorProcess(
+        control_plane.kubeconfig,
+        tmp_path,
+        resync_seconds=operator.resync_seconds,
+        extra_env={"POD_ID": pod_name, "KVPILOT_PEERING_LIFETIME_SECONDS": "20"},
+    )
+    try:
+        replica.start()
+        entry = eventually(lambda: peering_entries(api).get(pod_name), 60, what="the replica's peering entry")
+        assert entry["lifetime"] == 20
+        assert peering_entries(api)[next(i for i in live_peers(api) if i != pod_name)]["lifetime"] == 60
+    finally:
+        replica.stop()  # a graceful stop withdraws the entry, so the session's operator is not held back
 
 
 def test_a_container_restarted_in_its_pod_resumes_without_waiting_for_its_own_entry(

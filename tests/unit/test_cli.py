@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,22 @@ def test_vllm_flags_list_and_diff() -> None:
     assert code == 0 and "--disable-log-requests" not in out.split() and "--max-num-seqs" in out.split()
     assert run("vllm-flags", "diff", "0.33")[0] == EXIT_SPEC
     assert run("vllm-flags", "list", "latest")[0] == EXIT_SPEC
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [(["--peering-lifetime-seconds", "5"], {}), ([], {"KVPILOT_PEERING_LIFETIME_SECONDS": "5"})],
+    ids=["flag", "env"],
+)
+def test_run_refuses_a_peering_lifetime_kopf_could_not_keep_alive(argv: list[str], env: dict[str, str]) -> None:
+    # Refused before kopf starts: no cluster is needed to see the message.
+    result = subprocess.run(
+        [sys.executable, "-m", "kvpilot", "run", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == "kvpilot run: the peering lifetime must be at least 15 s, not 5"
