@@ -28,14 +28,6 @@ from kvpilot.localcluster.controlplane import ControlPlane, wait_for
 from kvpilot.localcluster.process import OperatorProcess
 
 
-def peering_entries(api: Any, name: str) -> dict[str, dict[str, Any]]:
-    try:
-        peering = client.CustomObjectsApi(api).get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", name)
-    except client.ApiException:
-        return {}
-    return {identity: entry for identity, entry in (peering.get("status") or {}).items() if entry}
-
-
 def one_failover(cp: ControlPlane, api: Any, tmp: Path, lifetime: int, rng: random.Random) -> float:
     peering = f"failover-{uuid.uuid4().hex[:6]}"
     ns = f"failover-{uuid.uuid4().hex[:6]}"
@@ -50,7 +42,7 @@ def one_failover(cp: ControlPlane, api: Any, tmp: Path, lifetime: int, rng: rand
     try:
 
         def both_entries() -> dict[str, dict[str, Any]] | None:
-            entries = peering_entries(api, peering)
+            entries = cp.peering_entries(peering)
             return entries if set(entries) == set(replicas) else None
 
         entries = wait_for(both_entries, timeout=60, what="both peering entries")

@@ -378,7 +378,7 @@ def test_two_replicas_elect_one_and_the_other_takes_over(
 ) -> None:
     # An entry left by an operator an earlier test killed outlives it by 60 s and, with a higher priority,
     # would pause both replicas and then hand over to either; wait until only the incumbent's is live.
-    eventually(lambda: len(live_peers(api)) == 1, 90, what="earlier tests' dead peering entries to expire")
+    eventually(lambda: len(live_peers(control_plane)) == 1, 90, what="earlier tests' dead peering entries to expire")
     mark = len(operator.log_text())
     second_id = f"second-{uuid.uuid4().hex[:6]}"
     second = OperatorProcess(
@@ -388,7 +388,9 @@ def test_two_replicas_elect_one_and_the_other_takes_over(
         # The replica with the higher random priority acts. A newcomer starts paused and stays silent if it
         # loses; if it wins it logs "Resuming" and the incumbent logs "Pausing operations in favour of".
         # The priorities are in the peering object, so the test reads who wins instead of guessing by time.
-        peers = eventually(lambda: (p := live_peers(api)) and second_id in p and p, 60, what="the second's entry")
+        peers = eventually(
+            lambda: (p := live_peers(control_plane)) and second_id in p and p, 60, what="the second's entry"
+        )
         if all(peers[second_id] > priority for identity, priority in peers.items() if identity != second_id):
             eventually(lambda: "Resuming operations" in second.log_text(), 60, what="the newcomer resumes")
             eventually(
@@ -416,17 +418,11 @@ def test_two_replicas_elect_one_and_the_other_takes_over(
             operator.start()
 
 
-def peering_entries(api: Any) -> dict[str, dict[str, Any]]:
-    """The entries of the operator's ClusterKopfPeering, by identity (withdrawn ones left out)."""
-    peering = client.CustomObjectsApi(api).get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", "kvpilot")
-    return {identity: entry for identity, entry in (peering.get("status") or {}).items() if entry}
-
-
-def live_peers(api: Any) -> dict[str, int]:
+def live_peers(cp: ControlPlane) -> dict[str, int]:
     """Identities in the operator's ClusterKopfPeering whose keep-alive has not expired yet, with their priority."""
     now = datetime.datetime.now(datetime.UTC)
     live = {}
-    for identity, entry in peering_entries(api).items():
+    for identity, entry in cp.peering_entries().items():
         seen = datetime.datetime.fromisoformat(entry["lastseen"])
         if seen.tzinfo is None:
             seen = seen.replace(tzinfo=datetime.UTC)
@@ -448,9 +444,14 @@ def test_the_peering_lifetime_setting_is_the_one_kopf_announces(
     )
     try:
         replica.start()
-        entry = eventually(lambda: peering_entries(api).get(pod_name), 60, what="the replica's peering entry")
+        entry = eventually(
+            lambda: control_plane.peering_entries().get(pod_name), 60, what="the replica's peering entry"
+        )
         assert entry["lifetime"] == 20
-        assert peering_entries(api)[next(i for i in live_peers(api) if i != pod_name)]["lifetime"] == 60
+        assert (
+            control_plane.peering_entries()[next(i for i in live_peers(control_plane) if i != pod_name)]["lifetime"]
+            == 60
+        )
     finally:
         replica.stop()  # a graceful stop withdraws the entry, so the session's operator is not held back
 
@@ -462,7 +463,7 @@ def test_a_container_restarted_in_its_pod_resumes_without_waiting_for_its_own_en
     # crashes leaves its entry for kopf's 60 s lifetime; with a fresh identity its successor in the
     # same pod would pause behind it whenever the dead entry's random priority is the higher one.
     operator.stop()  # a graceful stop withdraws its entry
-    eventually(lambda: not live_peers(api), 90, what="earlier tests' peering entries to expire")
+    eventually(lambda: not live_peers(control_plane), 90, what="earlier tests' peering entries to expire")
     pod_name = f"kvpilot-{uuid.uuid4().hex[:6]}"
     pod = OperatorProcess(
         control_plane.kubeconfig, tmp_path, resync_seconds=operator.resync_seconds, extra_env={"POD_ID": pod_name}
@@ -472,7 +473,7 @@ def test_a_container_restarted_in_its_pod_resumes_without_waiting_for_its_own_en
         apply(control_plane, llmd("before-crash", ns))
         wait_ready(api, ns, "before-crash")
         pod.stop(kill=True)
-        assert list(live_peers(api)) == [pod_name]  # the crashed process's entry outlives it
+        assert list(live_peers(control_plane)) == [pod_name]  # the crashed process's entry outlives it
         pod.start()
         apply(control_plane, llmd("after-crash", ns))
         # The guard against a 60 s pause is the log line; the timeout only bounds a slow machine.

@@ -702,6 +702,14 @@ class ControlPlane:
             return False
         return True
 
+    def peering_entries(self, name: str = "kvpilot") -> dict[str, dict[str, Any]]:
+        """The entries of kopf's ClusterKopfPeering ``name`` by identity, withdrawn ones left out ({} if absent)."""
+        result = self.kubectl("get", "clusterkopfpeering", name, "-o", "json")
+        if result.returncode != 0:
+            return {}
+        status = json.loads(result.stdout).get("status") or {}
+        return {identity: entry for identity, entry in status.items() if entry}
+
     def install_crds(self, timeout: float = 60) -> None:
         """Apply kvpilot's generated CRDs and wait until the API server serves every one of them."""
         from kvpilot.api.crd import all_crds_yaml
